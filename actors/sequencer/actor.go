@@ -1,0 +1,70 @@
+package sequencer
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+)
+
+// Command is the message the sequencer actor takes: one write request and
+// the function that receives its outcome once its batch is durable (called
+// on the writer's goroutine; it must not block).
+type Command struct {
+	Req   proto.Message
+	Reply func(Outcome)
+}
+
+// Options configure the sequencer actor.
+type Options struct {
+	// Core decides commands; required.
+	Core *Core
+	// Log journals batches; required.
+	Log Log
+	// OnCommit is called with every durable batch, on the writer's
+	// goroutine, before any of its commands is answered. It publishes the
+	// batch to readers. Optional.
+	OnCommit func(*Batch)
+	// OnFail is called once when a journal write fails. Optional.
+	OnFail func(error)
+}
+
+// Actor is the sequencer's actor shell: its mailbox serializes commands into
+// the Core, and its writer goroutine does the group commit.
+type Actor struct {
+	core *Core
+	q    *commitQueue
+	w    *writer
+}
+
+// New returns the actor; spawn it with Props.
+func New(opts Options) *Actor {
+	if opts.OnCommit == nil {
+		opts.OnCommit = func(*Batch) {}
+	}
+	if opts.OnFail == nil {
+		opts.OnFail = func(error) {}
+	}
+	q := newCommitQueue()
+	return &Actor{
+		core: opts.Core,
+		q:    q,
+		w:    &writer{q: q, log: opts.Log, onCommit: opts.OnCommit, onFail: opts.OnFail, done: make(chan struct{})},
+	}
+}
+
+// Props returns props spawning a.
+func (a *Actor) Props() *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return a })
+}
+
+// Receive implements actor.Actor.
+func (a *Actor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		go a.w.run()
+	case *Command:
+		a.q.push(pending{out: a.core.Eval(m.Req), reply: m.Reply})
+	case *actor.Stopping:
+		a.q.close()
+		<-a.w.done
+	}
+}

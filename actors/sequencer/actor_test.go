@@ -1,0 +1,140 @@
+package sequencer
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"revd/projections/mvcc"
+)
+
+// gateLog is a Log whose Append blocks until the test lets it through, and
+// records every batch.
+type gateLog struct {
+	mu      sync.Mutex
+	batches []*Batch
+	entered chan struct{}
+	release chan error
+}
+
+func (g *gateLog) Append(b *Batch) error {
+	g.entered <- struct{}{}
+	err := <-g.release
+	if err == nil {
+		g.mu.Lock()
+		g.batches = append(g.batches, b)
+		g.mu.Unlock()
+	}
+	return err
+}
+
+func newSystem(t *testing.T) *actor.ActorSystem {
+	sys := actor.NewActorSystemWithConfig(actor.Configure(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	})))
+	t.Cleanup(sys.Shutdown)
+	return sys
+}
+
+const waitLimit = 10 * time.Second
+
+func recv[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitLimit):
+		t.Fatal("nothing arrived")
+	}
+	var zero T
+	return zero
+}
+
+// TestGroupCommit: while one batch is being synced, every command that
+// arrives is decided and queued; they are all written in the next batch, and
+// none is answered before its batch is durable and published.
+func TestGroupCommit(t *testing.T) {
+	sys := newSystem(t)
+	log := &gateLog{entered: make(chan struct{}, 1), release: make(chan error)}
+	var mu sync.Mutex
+	var published []int64
+	a := New(Options{Core: NewCore(mvcc.NewStore(), nil), Log: log, OnCommit: func(b *Batch) {
+		mu.Lock()
+		for _, r := range b.Records {
+			published = append(published, r.Rev)
+		}
+		mu.Unlock()
+	}})
+	pid := sys.Root.Spawn(a.Props())
+	replies := make(chan Outcome, 100)
+	send := func() {
+		sys.Root.Send(pid, &Command{Req: put("k", "v"), Reply: func(o Outcome) {
+			mu.Lock()
+			if len(published) == 0 || published[len(published)-1] < o.Rev {
+				t.Errorf("revision %d answered before it was published (%v)", o.Rev, published)
+			}
+			mu.Unlock()
+			replies <- o
+		}})
+	}
+	send()
+	recv(t, log.entered) // the first batch is in Append
+	for i := 0; i < 20; i++ {
+		send()
+	}
+	select {
+	case o := <-replies:
+		t.Fatalf("answered before the fsync: %+v", o)
+	default:
+	}
+	log.release <- nil // first batch durable
+	if o := recv(t, replies); o.Rev != 2 {
+		t.Fatalf("first reply rev %d, want 2", o.Rev)
+	}
+	recv(t, log.entered) // the second batch: everything that queued meanwhile
+	log.release <- nil
+	seen := map[int64]bool{}
+	for i := 0; i < 20; i++ {
+		o := recv(t, replies)
+		if o.Err != nil || seen[o.Rev] {
+			t.Fatalf("reply %+v (seen %v)", o, seen)
+		}
+		seen[o.Rev] = true
+	}
+	for rev := int64(3); rev <= 22; rev++ {
+		if !seen[rev] {
+			t.Fatalf("revision %d missing: revisions are not gap-free", rev)
+		}
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if len(log.batches) != 2 || len(log.batches[1].Records) != 20 {
+		t.Fatalf("batches: %d, second has %d records; want 2 and 20", len(log.batches), len(log.batches[1].Records))
+	}
+}
+
+// TestJournalFailureStopsWrites: a failed Append answers its commands with an
+// error and every later command too.
+func TestJournalFailureStopsWrites(t *testing.T) {
+	sys := newSystem(t)
+	log := &gateLog{entered: make(chan struct{}, 1), release: make(chan error, 1)}
+	failed := make(chan error, 1)
+	a := New(Options{Core: NewCore(mvcc.NewStore(), nil), Log: log, OnFail: func(err error) { failed <- err }})
+	pid := sys.Root.Spawn(a.Props())
+	replies := make(chan Outcome, 10)
+	sys.Root.Send(pid, &Command{Req: put("k", "v"), Reply: func(o Outcome) { replies <- o }})
+	recv(t, log.entered)
+	log.release <- errors.New("disk on fire")
+	if o := recv(t, replies); o.Err == nil {
+		t.Fatal("command of a failed batch answered without error")
+	}
+	recv(t, failed)
+	sys.Root.Send(pid, &Command{Req: put("k", "v"), Reply: func(o Outcome) { replies <- o }})
+	if o := recv(t, replies); o.Err == nil {
+		t.Fatal("command after a journal failure answered without error")
+	}
+}

@@ -1,0 +1,87 @@
+package sequencer
+
+import (
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// Record is one revision to journal: its number and all its events.
+type Record struct {
+	Rev    int64
+	Events []*mvccpb.Event
+}
+
+// Batch is what one group commit makes durable: the records of every
+// command decided since the last commit, in revision order, and the newest
+// compaction accepted among them, if any.
+type Batch struct {
+	Records    []Record
+	Compact    bool
+	CompactRev int64
+	// Physical lists the compaction revisions whose replies wait for the
+	// journal space to be reclaimed.
+	Physical bool
+}
+
+// Empty reports whether the batch has nothing to write.
+func (b *Batch) Empty() bool { return len(b.Records) == 0 && !b.Compact }
+
+// Log is the durable journal the writer appends to. Append must not return
+// before the batch is synced to stable storage.
+type Log interface {
+	Append(b *Batch) error
+}
+
+// writer is the group-commit loop: it takes every decided command queued,
+// writes their records as one batch with one fsync, tells the listener, and
+// only then answers each command.
+type writer struct {
+	q        *commitQueue
+	log      Log
+	onCommit func(*Batch)
+	onFail   func(error)
+	done     chan struct{}
+}
+
+func (w *writer) run() {
+	defer close(w.done)
+	var items []pending
+	var failed error
+	for {
+		var ok bool
+		items, ok = w.q.takeAll(items)
+		if !ok {
+			return
+		}
+		if failed != nil {
+			for _, it := range items {
+				it.reply(Outcome{Err: failed})
+			}
+			continue
+		}
+		b := &Batch{}
+		for _, it := range items {
+			o := &it.out
+			if o.Rev != 0 {
+				b.Records = append(b.Records, Record{Rev: o.Rev, Events: o.Events})
+			}
+			if o.Compacted {
+				b.Compact, b.CompactRev = true, o.CompactRev
+				b.Physical = b.Physical || o.Physical
+			}
+		}
+		if !b.Empty() {
+			if err := w.log.Append(b); err != nil {
+				failed = journalFailed(err)
+				w.onFail(err)
+				for _, it := range items {
+					it.reply(Outcome{Err: failed})
+				}
+				continue
+			}
+			w.onCommit(b)
+		}
+		for _, it := range items {
+			it.reply(it.out)
+		}
+	}
+}

@@ -1,0 +1,132 @@
+package shard
+
+import (
+	"bytes"
+	"sort"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"revd/projections/mvcc"
+)
+
+// DefaultSplits returns n-1 split points spread evenly over the printable
+// ASCII first bytes, giving n shards.
+func DefaultSplits(n int) [][]byte {
+	var splits [][]byte
+	for i := 1; i < n; i++ {
+		splits = append(splits, []byte{byte(0x20 + 0x5f*i/n)})
+	}
+	return splits
+}
+
+// Set is every shard of a server, in key order, and their tracker.
+type Set struct {
+	splits  [][]byte // shard i holds keys in [splits[i-1], splits[i])
+	shards  []*Shard
+	pids    []*actor.PID
+	tracker *Tracker
+}
+
+// NewSet makes len(splits)+1 empty shards at revision 1. Restore them with
+// Load and ApplyRestored, then Spawn their actors.
+func NewSet(splits [][]byte) *Set {
+	s := &Set{splits: splits, tracker: NewTracker(len(splits)+1, 1)}
+	for i := 0; i <= len(splits); i++ {
+		s.shards = append(s.shards, &Shard{index: i, tracker: s.tracker, st: mvcc.NewStore()})
+	}
+	return s
+}
+
+// Len is the number of shards.
+func (s *Set) Len() int { return len(s.shards) }
+
+// Tracker is the set's applied-revision tracker.
+func (s *Set) Tracker() *Tracker { return s.tracker }
+
+// Owner is the index of the shard holding key.
+func (s *Set) Owner(key []byte) int {
+	return sort.Search(len(s.splits), func(i int) bool { return bytes.Compare(key, s.splits[i]) < 0 })
+}
+
+// span is the first and last shard a range touches (end as in mvcc.Store).
+func (s *Set) span(key, end []byte) (int, int) {
+	first := s.Owner(key)
+	switch {
+	case end == nil:
+		return first, first
+	case len(end) == 0:
+		return first, len(s.shards) - 1
+	}
+	return first, max(first, s.Owner(end))
+}
+
+// Load restores kv into its shard (start-up only, before Spawn).
+func (s *Set) Load(kv *mvccpb.KeyValue) { s.shards[s.Owner(kv.Key)].st.Load(kv) }
+
+// ApplyRestored applies one revision read back from the journal to every
+// shard (start-up only, before Spawn).
+func (s *Set) ApplyRestored(rev int64, events []*mvccpb.Event) {
+	for _, ev := range events {
+		s.shards[s.Owner(ev.Kv.Key)].st.Apply(rev, []*mvccpb.Event{ev})
+	}
+}
+
+// FinishRestore moves every shard to rev, sets the compaction revision, and
+// resets the tracker (start-up only, before Spawn).
+func (s *Set) FinishRestore(rev, compactRev int64) {
+	for _, sh := range s.shards {
+		sh.st.SetRev(rev)
+		if compactRev > sh.st.CompactRev() {
+			sh.st.Compact(compactRev)
+		}
+	}
+	s.tracker = NewTracker(len(s.shards), rev)
+	for _, sh := range s.shards {
+		sh.tracker = s.tracker
+	}
+}
+
+// Spawn starts one actor per shard.
+func (s *Set) Spawn(root *actor.RootContext) {
+	for _, sh := range s.shards {
+		sh := sh
+		s.pids = append(s.pids, root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sh })))
+	}
+}
+
+// Stop stops the shard actors and waits for them.
+func (s *Set) Stop(root *actor.RootContext) {
+	for _, pid := range s.pids {
+		_ = root.StopFuture(pid).Wait()
+	}
+}
+
+// Dispatch sends each shard the events of its range from one durable batch:
+// one message per shard.
+func (s *Set) Dispatch(root *actor.RootContext, revs []Revision, lastRev int64) {
+	per := make([][]Revision, len(s.shards))
+	for _, r := range revs {
+		for _, ev := range r.Events {
+			i := s.Owner(ev.Kv.Key)
+			p := per[i]
+			if n := len(p); n > 0 && p[n-1].Rev == r.Rev {
+				p[n-1].Events = append(p[n-1].Events, ev)
+			} else {
+				p = append(p, Revision{Rev: r.Rev, Events: []*mvccpb.Event{ev}})
+			}
+			per[i] = p
+		}
+	}
+	for i, pid := range s.pids {
+		root.Send(pid, &Apply{Revisions: per[i], LastRev: lastRev})
+	}
+}
+
+// DispatchCompact asks every shard to compact at rev, after what was
+// dispatched before.
+func (s *Set) DispatchCompact(root *actor.RootContext, rev int64) {
+	for _, pid := range s.pids {
+		root.Send(pid, &Compact{Rev: rev})
+	}
+}

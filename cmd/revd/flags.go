@@ -1,0 +1,83 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"strings"
+
+	"revd/server"
+)
+
+type config struct {
+	dataDir         string
+	clientURLs      []*url.URL
+	natsListen      string
+	natsURL         string
+	name            string
+	maxRequestBytes int
+	logLevel        slog.Level
+	natsSubjectRoot string
+	pprofAddr       string
+}
+
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	fs := flag.NewFlagSet("revd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := &config{}
+	var urls, level string
+	fs.StringVar(&cfg.dataDir, "data-dir", "default.revd", "data directory (created if missing)")
+	fs.StringVar(&urls, "listen-client-urls", "http://127.0.0.1:2379", "comma-separated URLs to serve etcd's gRPC API on (http only)")
+	fs.StringVar(&cfg.natsListen, "nats-listen", "127.0.0.1:4222", `address of the embedded NATS server, or "off" for no TCP listener`)
+	fs.StringVar(&cfg.natsURL, "nats-url", "", "connect to this NATS server instead of embedding one")
+	fs.StringVar(&cfg.name, "name", "default", "member name")
+	fs.IntVar(&cfg.maxRequestBytes, "max-request-bytes", server.DefaultMaxRequestBytes, "largest write request accepted, in bytes")
+	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&cfg.natsSubjectRoot, "nats-subject-prefix", "revd", "first token of every NATS subject revd serves")
+	fs.StringVar(&cfg.pprofAddr, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); off when empty")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: revd [flags]\n\nrevd serves etcd's v3 API over gRPC and NATS.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
+	}
+	if cfg.dataDir == "" {
+		return nil, errors.New("--data-dir must not be empty")
+	}
+	if cfg.maxRequestBytes <= 0 {
+		return nil, fmt.Errorf("--max-request-bytes must be positive, got %d", cfg.maxRequestBytes)
+	}
+	if err := cfg.logLevel.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", level)
+	}
+	for _, raw := range strings.Split(urls, ",") {
+		raw = strings.TrimSpace(raw)
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("--listen-client-urls: %q is not a URL like http://127.0.0.1:2379", raw)
+		}
+		if u.Scheme != "http" {
+			return nil, fmt.Errorf("--listen-client-urls: %q: only http:// is supported (no TLS yet)", raw)
+		}
+		if u.Port() == "" {
+			return nil, fmt.Errorf("--listen-client-urls: %q has no port", raw)
+		}
+		cfg.clientURLs = append(cfg.clientURLs, u)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if cfg.natsURL != "" && set["nats-listen"] {
+		return nil, errors.New("--nats-url and --nats-listen exclude each other: with --nats-url revd embeds no NATS server")
+	}
+	if cfg.natsSubjectRoot == "" || strings.ContainsAny(cfg.natsSubjectRoot, " *>") {
+		return nil, fmt.Errorf("--nats-subject-prefix: %q is not a valid subject prefix", cfg.natsSubjectRoot)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,52 @@
+// Command revd is the revd server: etcd's v3 API over gRPC and NATS, on an
+// event-sourced store (see the README).
+//
+//	revd [--data-dir DIR] [--listen-client-urls URLS] [--nats-listen ADDR|off]
+//	     [--nats-url URL] [--name NAME] [--max-request-bytes N] [--log-level L]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"revd/journal"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+// run parses flags, starts the server and blocks until SIGINT or SIGTERM.
+// Exit codes: 0 clean stop, 1 failure to start or run, 2 bad flags.
+func run(args []string, stderr io.Writer) int {
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "revd: %v\n", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, cfg, log); err != nil {
+		switch {
+		case errors.Is(err, journal.ErrLocked):
+			fmt.Fprintf(stderr, "revd: data directory %q is in use by another revd: %v\n", cfg.dataDir, err)
+		case errors.Is(err, journal.ErrCorrupt):
+			fmt.Fprintf(stderr, "revd: data directory %q cannot be read: %v\n", cfg.dataDir, err)
+		default:
+			fmt.Fprintf(stderr, "revd: %v\n", err)
+		}
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	_ "net/http/pprof" // served only with --pprof
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"revd/gateway/grpcapi"
+	"revd/gateway/natsapi"
+	"revd/server"
+)
+
+// serve runs revd until ctx ends, then stops it cleanly: front doors first,
+// then the server (which answers what it already decided).
+func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
+	// Bind the client ports first, so a taken port fails before anything
+	// touches the data directory.
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for _, u := range cfg.clientURLs {
+		ln, err := net.Listen("tcp", u.Host)
+		if err != nil {
+			return fmt.Errorf("listening on %s: %w", u, err)
+		}
+		lns = append(lns, ln)
+	}
+
+	srv, err := server.New(server.Options{
+		DataDir:         cfg.dataDir,
+		Name:            cfg.name,
+		MaxRequestBytes: cfg.maxRequestBytes,
+		Logger:          log,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := srv.Close(); err != nil {
+			log.Error("closing the store", "err", err)
+		}
+	}()
+
+	nc, stopNATS, err := connectNATS(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer stopNATS()
+	svc, err := natsapi.Serve(nc, srv, srv.Status, natsapi.Options{SubjectPrefix: cfg.natsSubjectRoot, Logger: log})
+	if err != nil {
+		return fmt.Errorf("starting the NATS API: %w", err)
+	}
+	defer svc.Stop()
+
+	gs := grpcapi.New(srv, grpcapi.Options{MaxRequestBytes: cfg.maxRequestBytes})
+	errc := make(chan error, len(lns)+1)
+	for _, ln := range lns {
+		go func(ln net.Listener) { errc <- gs.Serve(ln) }(ln)
+	}
+	lns = nil // gs owns them now
+	defer gs.Stop()
+
+	if cfg.pprofAddr != "" {
+		ps := &http.Server{Addr: cfg.pprofAddr, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := ps.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("pprof server", "err", err)
+			}
+		}()
+		defer ps.Close()
+	}
+
+	var urls []string
+	for _, u := range cfg.clientURLs {
+		urls = append(urls, u.String())
+	}
+	log.Info("revd ready", "name", cfg.name, "client_urls", urls, "nats", natsDescription(cfg),
+		"member_id", fmt.Sprintf("%x", srv.MemberID()), "cluster_id", fmt.Sprintf("%x", srv.ClusterID()))
+
+	select {
+	case <-ctx.Done():
+		log.Info("stopping")
+		stopGRPC(gs)
+		return nil
+	case err := <-errc:
+		return fmt.Errorf("gRPC server: %w", err)
+	}
+}
+
+// stopGRPC lets in-flight calls finish for a moment, then cuts the rest.
+func stopGRPC(gs interface {
+	GracefulStop()
+	Stop()
+}) {
+	done := make(chan struct{})
+	go func() { gs.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		gs.Stop()
+	}
+}
+
+// connectNATS connects to --nats-url, or starts the embedded NATS server and
+// connects to it in-process.
+func connectNATS(cfg *config, log *slog.Logger) (*nats.Conn, func(), error) {
+	if cfg.natsURL != "" {
+		nc, err := nats.Connect(cfg.natsURL, nats.Name("revd "+cfg.name), nats.MaxReconnects(-1))
+		if err != nil {
+			return nil, nil, fmt.Errorf("connecting to NATS at %s: %w", cfg.natsURL, err)
+		}
+		return nc, func() { nc.Drain() }, nil
+	}
+	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: cfg.natsListen, Logger: log.With("component", "nats")})
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting the embedded NATS server on %s: %w", cfg.natsListen, err)
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name("revd "+cfg.name))
+	if err != nil {
+		ns.Shutdown()
+		return nil, nil, fmt.Errorf("connecting to the embedded NATS server: %w", err)
+	}
+	return nc, func() {
+		nc.Close()
+		shutdownNATS(ns)
+	}, nil
+}
+
+func shutdownNATS(ns *natsserver.Server) {
+	ns.Shutdown()
+	ns.WaitForShutdown()
+}
+
+func natsDescription(cfg *config) string {
+	switch {
+	case cfg.natsURL != "":
+		return cfg.natsURL
+	case cfg.natsListen == natsapi.ListenOff:
+		return "embedded, in-process only"
+	}
+	return "embedded on " + cfg.natsListen
+}

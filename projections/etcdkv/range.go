@@ -1,0 +1,140 @@
+package etcdkv
+
+import (
+	"bytes"
+	"sort"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// Range answers a RangeRequest from v as etcd's applier does: the limit is
+// pushed down (plus one, to set more) only when no sort or revision filter
+// needs every pair first; count is the number of keys in the range, ignoring
+// limit and filters. The header carries only the view's revision.
+func Range(v ReadView, r *pb.RangeRequest) (*pb.RangeResponse, error) {
+	resp := &pb.RangeResponse{Header: &pb.ResponseHeader{}}
+	limit := r.Limit
+	if r.SortOrder != pb.RangeRequest_NONE ||
+		r.MinModRevision != 0 || r.MaxModRevision != 0 ||
+		r.MinCreateRevision != 0 || r.MaxCreateRevision != 0 {
+		// Fetch everything; sort and truncate afterwards.
+		limit = 0
+	}
+	if limit > 0 {
+		limit++
+	}
+	end := mkGteRange(r.RangeEnd)
+	var kvs []*mvccpb.KeyValue
+	var count int64
+	var err error
+	if r.CountOnly {
+		count, err = v.Count(r.Key, end, r.Revision)
+	} else {
+		kvs, count, err = v.Range(r.Key, end, r.Revision, limit)
+	}
+	if err != nil {
+		return nil, ToGRPC(err)
+	}
+	if r.MaxModRevision != 0 {
+		kvs = prune(kvs, func(kv *mvccpb.KeyValue) bool { return kv.ModRevision > r.MaxModRevision })
+	}
+	if r.MinModRevision != 0 {
+		kvs = prune(kvs, func(kv *mvccpb.KeyValue) bool { return kv.ModRevision < r.MinModRevision })
+	}
+	if r.MaxCreateRevision != 0 {
+		kvs = prune(kvs, func(kv *mvccpb.KeyValue) bool { return kv.CreateRevision > r.MaxCreateRevision })
+	}
+	if r.MinCreateRevision != 0 {
+		kvs = prune(kvs, func(kv *mvccpb.KeyValue) bool { return kv.CreateRevision < r.MinCreateRevision })
+	}
+	sortKVs(kvs, r.SortOrder, r.SortTarget)
+	if r.Limit > 0 && int64(len(kvs)) > r.Limit {
+		kvs = kvs[:r.Limit]
+		resp.More = true
+	}
+	resp.Header.Revision = v.Rev()
+	resp.Count = count
+	resp.Kvs = make([]*mvccpb.KeyValue, len(kvs))
+	for i, kv := range kvs {
+		if r.KeysOnly {
+			kv = &mvccpb.KeyValue{Key: kv.Key, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision, Version: kv.Version, Lease: kv.Lease}
+		}
+		resp.Kvs[i] = kv
+	}
+	return resp, nil
+}
+
+// prune removes the pairs for which drop is true, keeping the order. It
+// never writes into kvs' backing array, which may belong to the caller.
+func prune(kvs []*mvccpb.KeyValue, drop func(*mvccpb.KeyValue) bool) []*mvccpb.KeyValue {
+	out := kvs[:0:0]
+	for _, kv := range kvs {
+		if !drop(kv) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// sortKVs sorts as etcd does, with sort.Sort (not stable: ties end up in the
+// same order as etcd's because the algorithm and input order are the same).
+// Pairs come in key order, so KEY/ASCEND needs nothing, and a non-KEY target
+// with no order means ASCEND.
+func sortKVs(kvs []*mvccpb.KeyValue, order pb.RangeRequest_SortOrder, target pb.RangeRequest_SortTarget) {
+	if target != pb.RangeRequest_KEY && order == pb.RangeRequest_NONE {
+		order = pb.RangeRequest_ASCEND
+	} else if target == pb.RangeRequest_KEY && order == pb.RangeRequest_ASCEND {
+		order = pb.RangeRequest_NONE
+	}
+	if order == pb.RangeRequest_NONE {
+		return
+	}
+	base := kvSort(kvs)
+	var s sort.Interface
+	switch target {
+	case pb.RangeRequest_KEY:
+		s = kvSortByKey{base}
+	case pb.RangeRequest_VERSION:
+		s = kvSortByVersion{base}
+	case pb.RangeRequest_CREATE:
+		s = kvSortByCreate{base}
+	case pb.RangeRequest_MOD:
+		s = kvSortByMod{base}
+	case pb.RangeRequest_VALUE:
+		s = kvSortByValue{base}
+	default:
+		return
+	}
+	if order == pb.RangeRequest_DESCEND {
+		s = sort.Reverse(s)
+	}
+	sort.Sort(s)
+}
+
+type kvSort []*mvccpb.KeyValue
+
+func (s kvSort) Len() int      { return len(s) }
+func (s kvSort) Swap(i, j int) { s[i], s[j] = s[j], s[i] }
+
+type kvSortByKey struct{ kvSort }
+
+func (s kvSortByKey) Less(i, j int) bool { return bytes.Compare(s.kvSort[i].Key, s.kvSort[j].Key) < 0 }
+
+type kvSortByVersion struct{ kvSort }
+
+func (s kvSortByVersion) Less(i, j int) bool { return s.kvSort[i].Version < s.kvSort[j].Version }
+
+type kvSortByCreate struct{ kvSort }
+
+func (s kvSortByCreate) Less(i, j int) bool {
+	return s.kvSort[i].CreateRevision < s.kvSort[j].CreateRevision
+}
+
+type kvSortByMod struct{ kvSort }
+
+func (s kvSortByMod) Less(i, j int) bool { return s.kvSort[i].ModRevision < s.kvSort[j].ModRevision }
+
+type kvSortByValue struct{ kvSort }
+
+func (s kvSortByValue) Less(i, j int) bool { return bytes.Compare(s.kvSort[i].Value, s.kvSort[j].Value) < 0 }

@@ -1,0 +1,167 @@
+package mvcc
+
+import (
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// keyIndex is the history of one key: a list of generations. A generation is
+// the life of the key from its creation (the first put after it did not
+// exist) to its deletion (a tombstone). The last generation is the current
+// one; it is empty when the key does not exist now.
+//
+// Every entry holds the key-value pair written at its revision, so a read at
+// any revision finds the value without a second lookup. Tombstones hold nil.
+//
+// Example: the key "foo" is put at revisions 1, 2 and 3, deleted at 4, put at
+// 5 and 6, deleted at 7, and put at 8:
+//
+//	generations: {1, 2, 3, 4(t)} {5, 6, 7(t)} {8}
+//
+// ("t" marks a tombstone; {8} is the current generation). Had "foo" been
+// deleted at 9 as well, the list would end {8, 9(t)} {} with an empty current
+// generation. Reading "foo":
+//
+//	at 3 -> the put of 3       at 4 -> absent (4 is the tombstone)
+//	at 6 -> the put of 6       at 7 -> absent
+//	at 8 -> the put of 8       below 1 -> absent
+//
+// Compaction at revision c keeps, for the generation that c falls in, the
+// largest revision <= c (the value a read at c returns) and everything after
+// it, and drops every older generation. A tombstone is dropped too when it is
+// the entry kept, because a read at c finds nothing either way:
+//
+//	compact(2):  {8} {5,6,7(t)} {2,3,4(t)}
+//	compact(4):  {8} {5,6,7(t)}                  4 is a tombstone: gone with its generation
+//	compact(5):  {8} {5,6,7(t)}
+//	compact(6):  {8} {6,7(t)}
+//	compact(7):  {8}
+//	compact(8):  {8}
+//
+// When the only thing left is an empty current generation (the key was
+// deleted at or before c and not put again), the whole keyIndex is removed
+// from the tree.
+type keyIndex struct {
+	key         []byte
+	generations []generation
+}
+
+// generation is one life of a key. revs is in increasing revision order; if
+// the generation is not the last one of its keyIndex, its last entry is the
+// tombstone that ended it.
+type generation struct {
+	ver     int64 // puts in this generation
+	created int64 // revision of the first put
+	revs    []entry
+}
+
+// entry is one change of a key: the pair written at rev, or nil for a
+// tombstone.
+type entry struct {
+	rev int64
+	kv  *mvccpb.KeyValue
+}
+
+func newKeyIndex(key []byte) *keyIndex {
+	return &keyIndex{key: key, generations: []generation{{}}}
+}
+
+func (g *generation) isEmpty() bool { return len(g.revs) == 0 }
+
+// put records kv, written at kv.ModRevision, in the current generation.
+func (ki *keyIndex) put(kv *mvccpb.KeyValue) {
+	g := &ki.generations[len(ki.generations)-1]
+	if g.isEmpty() {
+		g.created = kv.ModRevision
+	}
+	g.revs = append(g.revs, entry{rev: kv.ModRevision, kv: kv})
+	g.ver++
+}
+
+// tombstone ends the current generation at rev and opens a new empty one.
+// It reports false (and changes nothing) if the key does not exist now.
+func (ki *keyIndex) tombstone(rev int64) bool {
+	g := &ki.generations[len(ki.generations)-1]
+	if g.isEmpty() {
+		return false
+	}
+	g.revs = append(g.revs, entry{rev: rev})
+	ki.generations = append(ki.generations, generation{})
+	return true
+}
+
+// latest returns the key's current value, or nil if it does not exist now.
+func (ki *keyIndex) latest() *mvccpb.KeyValue {
+	g := &ki.generations[len(ki.generations)-1]
+	if g.isEmpty() {
+		return nil
+	}
+	return g.revs[len(g.revs)-1].kv
+}
+
+// get returns the key's value as of revision rev, or nil if it did not exist
+// then.
+func (ki *keyIndex) get(rev int64) *mvccpb.KeyValue {
+	last := len(ki.generations) - 1
+	for gi := last; gi >= 0; gi-- {
+		g := &ki.generations[gi]
+		if g.isEmpty() {
+			continue
+		}
+		if gi != last && g.revs[len(g.revs)-1].rev <= rev {
+			// The generation had already ended by rev.
+			return nil
+		}
+		if g.revs[0].rev > rev {
+			continue
+		}
+		// The largest revision <= rev in this generation.
+		lo, hi := 0, len(g.revs)
+		for hi-lo > 1 {
+			mid := (lo + hi) / 2
+			if g.revs[mid].rev <= rev {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		return g.revs[lo].kv
+	}
+	return nil
+}
+
+// compact drops the history a read at rev or later can no longer see (see the
+// keyIndex comment). It reports whether the keyIndex is now empty and should
+// be removed.
+func (ki *keyIndex) compact(rev int64) (empty bool) {
+	gi := 0
+	// Find the first generation that ends at or after rev (or the current one).
+	for gi < len(ki.generations)-1 {
+		g := &ki.generations[gi]
+		if g.revs[len(g.revs)-1].rev >= rev {
+			break
+		}
+		gi++
+	}
+	g := &ki.generations[gi]
+	if !g.isEmpty() {
+		// Index of the largest revision <= rev, or -1.
+		keep := -1
+		for i := len(g.revs) - 1; i >= 0; i-- {
+			if g.revs[i].rev <= rev {
+				keep = i
+				break
+			}
+		}
+		if keep > 0 {
+			g.revs = append([]entry(nil), g.revs[keep:]...)
+		}
+		if keep >= 0 && len(g.revs) == 1 && gi != len(ki.generations)-1 {
+			// Only the tombstone is left: the generation is over.
+			gi++
+		}
+	}
+	if gi > 0 {
+		ki.generations = append([]generation(nil), ki.generations[gi:]...)
+	}
+	return len(ki.generations) == 1 && ki.generations[0].isEmpty()
+}

@@ -1,0 +1,104 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"revd/journal"
+)
+
+// compactor reclaims journal space below accepted compactions (journal.Fold)
+// on its own goroutine, so a large compaction never holds up writes. Replies
+// to physical compactions wait for it.
+type compactor struct {
+	j   *journal.Journal
+	log *slog.Logger
+
+	mu     sync.Mutex
+	cond   sync.Cond
+	target int64 // newest compaction to fold up to
+	folded int64 // folded so far
+	err    error // last Fold error, reported to waiters
+	closed bool
+	done   chan struct{}
+}
+
+func newCompactor(j *journal.Journal, log *slog.Logger) *compactor {
+	c := &compactor{j: j, log: log, folded: j.BaseRev(), target: j.BaseRev(), done: make(chan struct{})}
+	c.cond.L = &c.mu
+	go c.run()
+	return c
+}
+
+// schedule asks for the journal to be folded up to rev (a durable compaction).
+func (c *compactor) schedule(rev int64) {
+	c.mu.Lock()
+	if rev > c.target {
+		c.target = rev
+	}
+	c.mu.Unlock()
+	c.cond.Broadcast()
+}
+
+func (c *compactor) run() {
+	defer close(c.done)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		for !c.closed && c.folded >= c.target {
+			c.cond.Wait()
+		}
+		if c.closed {
+			return
+		}
+		target := c.target
+		c.mu.Unlock()
+		err := c.j.Fold(target, 0)
+		c.mu.Lock()
+		if err != nil {
+			c.log.Error("journal compaction failed", "rev", target, "err", err)
+			c.err = err
+			// Leave folded where it is; a later compaction retries.
+			c.target = c.folded
+		} else {
+			c.folded = target
+			c.err = nil
+		}
+		c.cond.Broadcast()
+	}
+}
+
+// wait returns once the journal is folded up to rev, or with the error of
+// the attempt that failed, or ctx's error.
+func (c *compactor) wait(ctx context.Context, rev int64) error {
+	stop := context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	})
+	defer stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.folded < rev {
+		if c.err != nil && c.target < rev {
+			return c.err
+		}
+		if c.closed {
+			return journal.ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		c.cond.Wait()
+	}
+	return nil
+}
+
+func (c *compactor) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.cond.Broadcast()
+	<-c.done
+}

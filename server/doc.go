@@ -1,0 +1,21 @@
+// Package server assembles revd: the Pebble journal, the sequencer actor
+// (the single writer, with group commit), the key-shard actors (the read
+// projections) and the compactor, and answers etcd's KV API on top of them.
+//
+// The path of a write: a gateway calls Put (DeleteRange, Txn, Compact); the
+// request is checked as etcd's gRPC layer checks it and sent to the
+// sequencer actor, which decides it against its own MVCC store, assigns the
+// next revision and queues it for the writer. The writer journals everything
+// queued as one batch with one fsync, then publishes the batch (committed
+// revision, shard messages, compaction) and only then answers every command
+// in it. Nothing is visible or acknowledged before its fsync.
+//
+// The path of a read: Range and read-only Txn never touch the sequencer. A
+// linearizable read takes the committed revision at its start and waits
+// until every shard has applied it; a serializable read takes the revision
+// all shards have applied now. Either way it reads the shards at that one
+// revision, so it sees whole revisions only.
+//
+// At start-up the server restores its stores from the journal: the base
+// snapshot (what compaction folded), then every record after it.
+package server

@@ -1,0 +1,214 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"revd/actors/sequencer"
+	"revd/actors/shard"
+	"revd/projections/etcdkv"
+)
+
+// Range answers a RangeRequest from the shards (see the package doc).
+func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
+	if err := etcdkv.CheckRange(r); err != nil {
+		return nil, err
+	}
+	v, err := s.readView(ctx, r.Serializable)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := etcdkv.Range(v, r)
+	if err != nil {
+		return nil, err
+	}
+	s.fill(resp.Header)
+	return resp, nil
+}
+
+// Put writes one key through the sequencer.
+func (s *Server) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
+	if err := etcdkv.CheckPut(r); err != nil {
+		return nil, err
+	}
+	if err := s.checkSize(&pb.InternalRaftRequest{Put: r}); err != nil {
+		return nil, err
+	}
+	resp, err := s.propose(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*pb.PutResponse), nil
+}
+
+// DeleteRange deletes keys through the sequencer.
+func (s *Server) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
+	if err := etcdkv.CheckDeleteRange(r); err != nil {
+		return nil, err
+	}
+	if err := s.checkSize(&pb.InternalRaftRequest{DeleteRange: r}); err != nil {
+		return nil, err
+	}
+	resp, err := s.propose(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*pb.DeleteRangeResponse), nil
+}
+
+// Txn runs a transaction: a read-only one on the read path, any other
+// through the sequencer.
+func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	if err := etcdkv.CheckTxn(r, etcdkv.MaxTxnOps); err != nil {
+		return nil, err
+	}
+	if etcdkv.IsTxnReadOnly(r) {
+		v, err := s.readView(ctx, isTxnSerializable(r))
+		if err != nil {
+			return nil, err
+		}
+		resp, err := etcdkv.Txn(etcdkv.ReadOnly(v), r, nil)
+		if err != nil {
+			return nil, err
+		}
+		s.fill(resp.Header)
+		return resp, nil
+	}
+	if err := s.checkSize(&pb.InternalRaftRequest{Txn: r}); err != nil {
+		return nil, err
+	}
+	resp, err := s.propose(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*pb.TxnResponse), nil
+}
+
+// Compact compacts the history at r.Revision. With Physical, the answer
+// waits until the journal space below it has been reclaimed.
+func (s *Server) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
+	if err := s.checkSize(&pb.InternalRaftRequest{Compaction: r}); err != nil {
+		return nil, err
+	}
+	resp, err := s.propose(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if r.Physical {
+		if err := s.comp.wait(ctx, r.Revision); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	return resp.(*pb.CompactionResponse), nil
+}
+
+func isTxnSerializable(r *pb.TxnRequest) bool {
+	for _, u := range r.Success {
+		if rr := u.GetRequestRange(); rr == nil || !rr.Serializable {
+			return false
+		}
+	}
+	for _, u := range r.Failure {
+		if rr := u.GetRequestRange(); rr == nil || !rr.Serializable {
+			return false
+		}
+	}
+	return true
+}
+
+// readView pins the revision a read sees: for a linearizable read, the
+// committed revision when it began, once every shard has applied it; for a
+// serializable one, whatever every shard has applied now.
+func (s *Server) readView(ctx context.Context, serializable bool) (*shard.View, error) {
+	tr := s.set.Tracker()
+	rev := tr.Visible()
+	if !serializable {
+		rev = s.committed.Load()
+		if err := tr.Wait(ctx, rev); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	return s.set.View(rev, s.compactRev.Load()), nil
+}
+
+// propose sends a write to the sequencer and waits for its durable outcome.
+func (s *Server) propose(ctx context.Context, req proto.Message) (proto.Message, error) {
+	if p := s.failed.Load(); p != nil {
+		return nil, rpctypes.ErrGRPCCorrupt
+	}
+	ch := make(chan sequencer.Outcome, 1)
+	s.system.Root.Send(s.seqPID, &sequencer.Command{Req: req, Reply: func(o sequencer.Outcome) { ch <- o }})
+	select {
+	case o := <-ch:
+		if o.Err != nil {
+			return nil, o.Err
+		}
+		s.fill(header(o.Resp))
+		return o.Resp, nil
+	case <-ctx.Done():
+		return nil, toStatus(ctx.Err())
+	}
+}
+
+// checkSize refuses a write whose raft entry would exceed etcd's
+// --max-request-bytes, measured as etcd measures it: the InternalRaftRequest
+// with its header.
+func (s *Server) checkSize(ir *pb.InternalRaftRequest) error {
+	ir.Header = &pb.RequestHeader{ID: s.requestID()}
+	if proto.Size(ir) > s.opts.MaxRequestBytes {
+		return rpctypes.ErrGRPCRequestTooLarge
+	}
+	return nil
+}
+
+// requestID imitates the shape of etcd's request IDs (member bits, then a
+// millisecond timestamp) so that size checks see the same header size.
+func (s *Server) requestID() uint64 {
+	return uint64(uint16(s.meta.MemberID))<<48 | (uint64(time.Now().UnixMilli())&(1<<40-1))<<8
+}
+
+func header(m proto.Message) *pb.ResponseHeader {
+	switch r := m.(type) {
+	case *pb.PutResponse:
+		return r.Header
+	case *pb.DeleteRangeResponse:
+		return r.Header
+	case *pb.TxnResponse:
+		return r.Header
+	case *pb.CompactionResponse:
+		return r.Header
+	}
+	return nil
+}
+
+// fill completes a response header whose revision is set.
+func (s *Server) fill(h *pb.ResponseHeader) {
+	if h == nil {
+		return
+	}
+	h.ClusterId = s.meta.ClusterID
+	h.MemberId = s.meta.MemberID
+	h.RaftTerm = s.meta.Term
+}
+
+// Header returns a full response header at the committed revision.
+func (s *Server) Header() *pb.ResponseHeader {
+	h := &pb.ResponseHeader{Revision: s.committed.Load()}
+	s.fill(h)
+	return h
+}
+
+func toStatus(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	if st := status.FromContextError(err); st != nil {
+		return st.Err()
+	}
+	return err
+}

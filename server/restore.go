@@ -1,0 +1,47 @@
+package server
+
+import (
+	"fmt"
+
+	"revd/actors/shard"
+	"revd/journal"
+	"revd/projections/mvcc"
+)
+
+// restore rebuilds the sequencer's store and the shards from the journal:
+// the base snapshot, then every record after it, checking that revisions
+// follow each other with no gap. It returns the compaction revision (-1 if
+// none).
+func restore(j *journal.Journal, st *mvcc.Store, set *shard.Set) (int64, error) {
+	meta := j.Meta()
+	for kv, err := range j.Base() {
+		if err != nil {
+			return 0, err
+		}
+		st.Load(kv)
+		set.Load(kv)
+	}
+	rev := max(1, meta.BaseRev)
+	st.SetRev(rev)
+	for rec, err := range j.Records(rev+1, 0) {
+		if err != nil {
+			return 0, err
+		}
+		if rec.Revision != rev+1 {
+			return 0, fmt.Errorf("%w: revision %d follows %d", journal.ErrCorrupt, rec.Revision, rev)
+		}
+		rev = rec.Revision
+		st.Apply(rev, rec.Events)
+		set.ApplyRestored(rev, rec.Events)
+	}
+	if rev != meta.LastRev {
+		return 0, fmt.Errorf("%w: records end at revision %d, journal says %d", journal.ErrCorrupt, rev, meta.LastRev)
+	}
+	compactRev := int64(-1)
+	if meta.CompactRev > 0 {
+		compactRev = meta.CompactRev
+		st.Compact(compactRev)
+	}
+	set.FinishRestore(rev, compactRev)
+	return compactRev, nil
+}

@@ -1,0 +1,144 @@
+package server
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"revd/actors/sequencer"
+	"revd/actors/shard"
+	"revd/journal"
+	"revd/projections/mvcc"
+)
+
+// Server is one revd member. Its methods are safe for concurrent use.
+type Server struct {
+	// The KV methods below override every method of the embedded
+	// UnimplementedKVServer; it is there to satisfy etcdserverpb.KVServer.
+	pb.UnimplementedKVServer
+
+	opts    Options
+	log     *slog.Logger
+	j       *journal.Journal
+	meta    journal.Meta
+	started time.Time
+
+	system *actor.ActorSystem
+	seqPID *actor.PID
+	set    *shard.Set
+	comp   *compactor
+
+	// committed is the newest durable revision; compactRev the newest
+	// durable compaction (-1: none). Both move on the writer goroutine
+	// before any command of their batch is answered.
+	committed  atomic.Int64
+	compactRev atomic.Int64
+	failed     atomic.Pointer[error]
+
+	closeOnce sync.Once
+}
+
+// New opens (or creates) the data directory, restores the state from the
+// journal and starts the actors. Errors wrap journal.ErrLocked or
+// journal.ErrCorrupt when the directory is in use or unreadable.
+func New(opts Options) (*Server, error) {
+	opts = opts.withDefaults()
+	if opts.DataDir == "" {
+		return nil, fmt.Errorf("server: no data directory given")
+	}
+	j, err := journal.Open(opts.DataDir, journal.Options{Logger: opts.Logger.With("component", "journal")})
+	if err != nil {
+		return nil, err
+	}
+	splits := opts.Splits
+	if splits == nil {
+		splits = shard.DefaultSplits(DefaultShards)
+	}
+	s := &Server{opts: opts, log: opts.Logger, j: j, meta: j.Meta(), started: time.Now(), set: shard.NewSet(splits)}
+	seqStore := mvcc.NewStore()
+	compactRev, err := restore(j, seqStore, s.set)
+	if err != nil {
+		j.Close()
+		return nil, err
+	}
+	s.committed.Store(seqStore.Rev())
+	s.compactRev.Store(compactRev)
+
+	s.system = actor.NewActorSystemWithConfig(actor.Configure(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet(opts.Logger) }),
+	))
+	s.set.Spawn(s.system.Root)
+	seq := sequencer.New(sequencer.Options{
+		Core:     sequencer.NewCore(seqStore, nil),
+		Log:      journalLog{j},
+		OnCommit: s.onCommit,
+		OnFail:   s.onFail,
+	})
+	s.seqPID = s.system.Root.Spawn(seq.Props())
+	s.comp = newCompactor(j, opts.Logger.With("component", "compactor"))
+	if compactRev > j.BaseRev() {
+		s.comp.schedule(compactRev)
+	}
+	s.log.Info("store restored", "dir", opts.DataDir, "revision", seqStore.Rev(),
+		"compact_revision", compactRev, "keys", seqStore.KeyCount(), "took", time.Since(s.started))
+	return s, nil
+}
+
+// onCommit publishes a durable batch: it runs on the writer goroutine after
+// the fsync and before any command of the batch is answered.
+func (s *Server) onCommit(b *sequencer.Batch) {
+	if n := len(b.Records); n > 0 {
+		last := b.Records[n-1].Rev
+		s.committed.Store(last)
+		revs := make([]shard.Revision, n)
+		for i, r := range b.Records {
+			revs[i] = shard.Revision{Rev: r.Rev, Events: r.Events}
+		}
+		s.set.Dispatch(s.system.Root, revs, last)
+	}
+	if b.Compact {
+		s.compactRev.Store(b.CompactRev)
+		s.set.DispatchCompact(s.system.Root, b.CompactRev)
+		s.comp.schedule(b.CompactRev)
+	}
+}
+
+// onFail stops writes for good: the sequencer's state is ahead of a journal
+// that could not be written.
+func (s *Server) onFail(err error) {
+	s.failed.Store(&err)
+	s.log.Error("journal write failed; refusing all writes from now on", "err", err)
+}
+
+// Close stops the actors (answering what was already decided), the
+// compactor, and closes the journal.
+func (s *Server) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		_ = s.system.Root.StopFuture(s.seqPID).Wait()
+		s.set.Stop(s.system.Root)
+		s.comp.close()
+		s.system.Shutdown()
+		err = s.j.Close()
+	})
+	return err
+}
+
+// journalLog adapts the journal to the sequencer's Log.
+type journalLog struct{ j *journal.Journal }
+
+func (l journalLog) Append(b *sequencer.Batch) error {
+	jb := l.j.NewBatch()
+	for _, r := range b.Records {
+		jb.AppendRecord(r.Rev, r.Events)
+	}
+	if b.Compact {
+		jb.SetCompactRev(b.CompactRev)
+	}
+	return l.j.Commit(jb)
+}

@@ -1,0 +1,47 @@
+package server
+
+import (
+	"context"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+)
+
+// APIVersion is the etcd version whose API revd speaks, reported by Status
+// so that clients pick the same features as against etcd 3.7.3.
+const APIVersion = "3.7.3"
+
+// StorageVersion is reported as etcd 3.7 reports its storage version.
+const StorageVersion = "3.6.0"
+
+// Status answers Maintenance.Status. revd is a single member that is always
+// its own leader; the raft indexes report the committed revision, which
+// grows as etcd's do.
+func (s *Server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
+	size := s.j.Size()
+	rev := uint64(s.committed.Load())
+	return &pb.StatusResponse{
+		Header:           s.Header(),
+		Version:          APIVersion,
+		DbSize:           size,
+		DbSizeInUse:      size,
+		Leader:           s.meta.MemberID,
+		RaftIndex:        rev,
+		RaftAppliedIndex: rev,
+		RaftTerm:         s.meta.Term,
+		StorageVersion:   StorageVersion,
+		DowngradeInfo:    &pb.DowngradeInfo{},
+	}, nil
+}
+
+// Alarm answers Maintenance.Alarm: revd raises no alarms, so the list is
+// always empty.
+func (s *Server) Alarm(ctx context.Context, _ *pb.AlarmRequest) (*pb.AlarmResponse, error) {
+	return &pb.AlarmResponse{Header: s.Header()}, nil
+}
+
+// MemberID is this member's id; ClusterID the cluster's.
+func (s *Server) MemberID() uint64  { return s.meta.MemberID }
+func (s *Server) ClusterID() uint64 { return s.meta.ClusterID }
+
+// Name is the member name.
+func (s *Server) Name() string { return s.opts.Name }
