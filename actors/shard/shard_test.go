@@ -1,0 +1,124 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"revd/projections/mvcc"
+)
+
+func putEv(key, val string, rev int64) *mvccpb.Event {
+	return &mvccpb.Event{Type: mvccpb.Event_PUT, Kv: &mvccpb.KeyValue{Key: []byte(key), Value: []byte(val), CreateRevision: rev, ModRevision: rev, Version: 1}}
+}
+
+func keys(kvs []*mvccpb.KeyValue) string {
+	var s []string
+	for _, kv := range kvs {
+		s = append(s, string(kv.Key))
+	}
+	return strings.Join(s, ",")
+}
+
+func TestOwnerAndSpan(t *testing.T) {
+	s := NewSet([][]byte{[]byte("g"), []byte("p")})
+	for key, want := range map[string]int{"a": 0, "f\xff": 0, "g": 1, "oz": 1, "p": 2, "zz": 2, "\x00": 0} {
+		if got := s.Owner([]byte(key)); got != want {
+			t.Errorf("Owner(%q) = %d, want %d", key, got, want)
+		}
+	}
+	spans := []struct {
+		key, end    []byte
+		first, last int
+	}{
+		{[]byte("a"), nil, 0, 0},
+		{[]byte("a"), []byte{}, 0, 2},
+		{[]byte("h"), []byte("i"), 1, 1},
+		{[]byte("a"), []byte("q"), 0, 2},
+		{[]byte("q"), []byte("a"), 2, 2},
+	}
+	for _, c := range spans {
+		if f, l := s.span(c.key, c.end); f != c.first || l != c.last {
+			t.Errorf("span(%q,%q) = %d,%d want %d,%d", c.key, c.end, f, l, c.first, c.last)
+		}
+	}
+}
+
+// TestViewAcrossShards: a view reads every shard at one revision, merges in
+// key order, applies the limit after merging and sums the counts.
+func TestViewAcrossShards(t *testing.T) {
+	sys := actor.NewActorSystemWithConfig(actor.Configure(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	})))
+	defer sys.Shutdown()
+	s := NewSet([][]byte{[]byte("g"), []byte("p")})
+	s.Spawn(sys.Root)
+	defer s.Stop(sys.Root)
+
+	s.Dispatch(sys.Root, []Revision{
+		{Rev: 2, Events: []*mvccpb.Event{putEv("a", "1", 2), putEv("h", "1", 2), putEv("z", "1", 2)}},
+		{Rev: 3, Events: []*mvccpb.Event{putEv("b", "1", 3)}},
+	}, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Tracker().Wait(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	v := s.View(3, -1)
+	kvs, n, err := v.Range([]byte{0}, []byte{}, 0, 0)
+	if err != nil || keys(kvs) != "a,b,h,z" || n != 4 {
+		t.Fatalf("all = %q %d %v", keys(kvs), n, err)
+	}
+	kvs, n, _ = v.Range([]byte{0}, []byte{}, 0, 3)
+	if keys(kvs) != "a,b,h" || n != 4 {
+		t.Fatalf("limit 3 = %q %d", keys(kvs), n)
+	}
+	kvs, _, _ = v.Range([]byte{0}, []byte{}, 2, 0)
+	if keys(kvs) != "a,h,z" {
+		t.Fatalf("at 2 = %q", keys(kvs))
+	}
+	if c, _ := v.Count([]byte("b"), []byte("zz"), 0); c != 3 {
+		t.Fatalf("count [b,zz) = %d", c)
+	}
+	if _, _, err := v.Range([]byte("a"), nil, 4, 0); !errors.Is(err, mvcc.ErrFutureRev) {
+		t.Fatalf("future read: %v", err)
+	}
+	// A view pinned at 3 keeps reading 3 after more revisions land.
+	s.Dispatch(sys.Root, []Revision{{Rev: 4, Events: []*mvccpb.Event{putEv("c", "1", 4)}}}, 4)
+	if err := s.Tracker().Wait(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	if kvs, _, _ := v.Range([]byte{0}, []byte{}, 0, 0); keys(kvs) != "a,b,h,z" {
+		t.Fatalf("pinned view moved: %q", keys(kvs))
+	}
+	s.DispatchCompact(sys.Root, 4)
+	if _, _, err := s.View(4, 4).Range([]byte("a"), nil, 3, 0); !errors.Is(err, mvcc.ErrCompacted) {
+		t.Fatalf("read below the compaction: %v", err)
+	}
+}
+
+func TestTrackerVisibleIsTheSlowestShard(t *testing.T) {
+	tr := NewTracker(3, 1)
+	tr.Advance(0, 5)
+	tr.Advance(1, 5)
+	if tr.Visible() != 1 {
+		t.Fatalf("visible %d with one shard at 1", tr.Visible())
+	}
+	done := make(chan error, 1)
+	go func() { done <- tr.Wait(context.Background(), 4) }()
+	tr.Advance(2, 4)
+	if err := <-done; err != nil || tr.Visible() != 4 {
+		t.Fatalf("wait: %v, visible %d", err, tr.Visible())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := tr.Wait(ctx, 9); !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled wait: %v", err)
+	}
+}
