@@ -137,4 +137,6 @@ func (s kvSortByMod) Less(i, j int) bool { return s.kvSort[i].ModRevision < s.kv
 
 type kvSortByValue struct{ kvSort }
 
-func (s kvSortByValue) Less(i, j int) bool { return bytes.Compare(s.kvSort[i].Value, s.kvSort[j].Value) < 0 }
+func (s kvSortByValue) Less(i, j int) bool {
+	return bytes.Compare(s.kvSort[i].Value, s.kvSort[j].Value) < 0
+}
