@@ -1,0 +1,113 @@
+// Package journal is the durable truth of a revd store: one record per
+// revision, holding every event of that revision, kept in a Pebble database.
+//
+// Everything else in revd (the MVCC index, watchers, the projections) is
+// derived from the journal and rebuilt from it at start-up: first the base
+// snapshot (Base, the state as of BaseRev), then the records after it
+// (Records(BaseRev()+1, 0)).
+//
+// # Writing: group commit
+//
+// There is a single writer, the sequencer. It collects the commands waiting
+// in its mailbox, assigns each a revision, appends one record per revision to
+// a Batch and commits the batch with Commit: one Pebble commit, synced. Every
+// record of the batch becomes durable with one fsync; only then may the
+// sequencer reply and publish. The journal starts no goroutines of its own.
+//
+// Commit refuses a batch whose first revision is not above the last
+// committed one, so a record is never overwritten.
+//
+// # Compaction: logical, then physical
+//
+// etcd's Compact(rev) is logical: the sequencer records the requested
+// revision in a batch (Batch.SetCompactRev) and, once that is durable, old
+// revisions are no longer served. The physical work happens later in Fold,
+// which applies the records (BaseRev, upTo] to the base snapshot and deletes
+// them, upTo being at most the durable compact revision. Fold works in
+// chunks, each one synced Pebble batch that also advances m/base_rev, so a
+// crash between chunks leaves a consistent store.
+//
+// # On-disk layout
+//
+// All keys live in one Pebble keyspace with Pebble's default (bytewise)
+// comparer. A one- or two-byte prefix says what a key is:
+//
+//	key                         value
+//	--------------------------  -----------------------------------------
+//	"b/" + user key             base snapshot entry (see below)
+//	"l/" ...                    reserved for leases (not written yet)
+//	"m/base_rev"                int64, 8 bytes big-endian
+//	"m/cluster_id"              uint64, 8 bytes big-endian, never 0
+//	"m/compact_rev"             int64, 8 bytes big-endian
+//	"m/format"                  uint64, 8 bytes big-endian, currently 1
+//	"m/member_id"               uint64, 8 bytes big-endian, never 0
+//	"m/term"                    uint64, 8 bytes big-endian, >= 2
+//	"r" + revision (8 bytes BE) record value (see below)
+//
+// Revisions are positive, so big-endian order is numeric order: the records
+// sort by revision and Pebble iterates them oldest first.
+//
+// A record value is a checksum followed by a payload:
+//
+//	+-----------+-------------------------------------------------+
+//	| CRC (4B)  | Payload: revd.journal.v1.Record protobuf        |
+//	+-----------+-------------------------------------------------+
+//
+//	CRC      CRC-32C (Castagnoli), big-endian, over the 8-byte big-endian
+//	         revision of the key followed by the payload. Including the
+//	         revision binds the value to its key: a value found under the
+//	         wrong key fails the check.
+//	Payload  field 1 (varint): the revision, again; it must equal the key's.
+//	         field 2 (bytes), repeated: one event each, the bytes of
+//	         proto.Marshal of an etcd mvccpb.Event whose prev_kv is unset.
+//
+// The schema of the payload is protos/revd/journal/v1/journal.proto, whose
+// Event and KeyValue are wire-compatible with etcd's mvccpb.Event and
+// mvccpb.KeyValue; this package encodes with protowire and decodes events
+// straight into *mvccpb.Event.
+//
+// A base snapshot entry holds one key's state as of m/base_rev; only keys
+// alive at m/base_rev have one:
+//
+//	+-----------+-------------------------------------------------+
+//	| CRC (4B)  | Payload: mvccpb.KeyValue protobuf               |
+//	+-----------+-------------------------------------------------+
+//
+//	CRC      CRC-32C (Castagnoli), big-endian, over the payload.
+//	Payload  proto.Marshal of the key's mvccpb.KeyValue (key,
+//	         create_revision, mod_revision, version, value, lease). Its key
+//	         must equal the user key in the Pebble key.
+//
+// The meta keys:
+//
+//	m/format       the layout version; Open refuses any other.
+//	m/cluster_id   random, chosen when the directory is created.
+//	m/member_id    random, chosen when the directory is created.
+//	m/term         2 when the directory is created, +1 (synced) at every
+//	               later Open, so each run of the server has its own term.
+//	m/compact_rev  the latest compaction requested and made durable; 0 if
+//	               never compacted.
+//	m/base_rev     records at or below it have been folded into the base
+//	               snapshot and deleted; 0 if nothing was folded. Always
+//	               <= m/compact_rev.
+//
+// The store's newest revision is max(1, the newest record's revision,
+// m/base_rev): a fresh store is at revision 1, as etcd's is, and its first
+// write creates revision 2.
+//
+// These prefixes, key names, widths, byte orders and the checksum are part
+// of the on-disk format and are frozen: changing any of them makes existing
+// data directories unreadable. A change needs a new m/format and a
+// migration.
+//
+// # Errors
+//
+// Open returns an error wrapping ErrLocked if another process (or another
+// Journal in this process) holds the directory, and ErrCorrupt if the
+// directory holds something revd cannot read: files revd did not write, a
+// damaged Pebble store, missing or malformed meta keys. Records, Base and
+// Fold return errors wrapping ErrCorrupt when a checksum fails or a record's
+// embedded revision differs from its key, naming the revision or key. Every
+// method of a closed Journal returns ErrClosed. Records returns ErrFolded
+// when asked for revisions already folded into the base snapshot.
+package journal

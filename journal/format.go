@@ -1,0 +1,238 @@
+package journal
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+)
+
+// These constants are part of the on-disk format (see doc.go) and must not
+// change.
+const (
+	// formatVersion is the value of m/format written by this code.
+	formatVersion = 1
+
+	recordPrefix = 'r'
+	recordKeyLen = 1 + 8
+	crcLen       = 4
+
+	basePrefix  = "b/"
+	leasePrefix = "l/" // reserved for leases; nothing writes it yet
+
+	payloadFieldRevision protowire.Number = 1
+	payloadFieldEvent    protowire.Number = 2
+)
+
+// Meta keys (frozen).
+var (
+	keyFormat     = []byte("m/format")
+	keyClusterID  = []byte("m/cluster_id")
+	keyMemberID   = []byte("m/member_id")
+	keyTerm       = []byte("m/term")
+	keyCompactRev = []byte("m/compact_rev")
+	keyBaseRev    = []byte("m/base_rev")
+)
+
+// Key bounds derived from the prefixes.
+var (
+	recordsLower = []byte{recordPrefix}
+	recordsUpper = []byte{recordPrefix + 1}
+	baseLower    = []byte(basePrefix)
+	baseUpper    = []byte{basePrefix[0], basePrefix[1] + 1}
+	metaLower    = []byte("m/")
+	metaUpper    = []byte{'m', '/' + 1}
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// appendRecordKey appends the key of the record of revision rev (rev > 0).
+func appendRecordKey(dst []byte, rev int64) []byte {
+	dst = append(dst, recordPrefix)
+	return binary.BigEndian.AppendUint64(dst, uint64(rev))
+}
+
+func recordKey(rev int64) []byte {
+	return appendRecordKey(make([]byte, 0, recordKeyLen), rev)
+}
+
+// recordUpperBound is the exclusive upper bound of a scan of records up to
+// and including revision to; 0 means no limit.
+func recordUpperBound(to int64) []byte {
+	if to == 0 || to == math.MaxInt64 {
+		return recordsUpper
+	}
+	return recordKey(to + 1)
+}
+
+// parseRecordKey returns the revision of a record key.
+func parseRecordKey(k []byte) (int64, error) {
+	if len(k) != recordKeyLen || k[0] != recordPrefix {
+		return 0, fmt.Errorf("%w: malformed record key %q", ErrCorrupt, k)
+	}
+	rev := int64(binary.BigEndian.Uint64(k[1:]))
+	if rev <= 0 {
+		return 0, fmt.Errorf("%w: record key with revision %d", ErrCorrupt, rev)
+	}
+	return rev, nil
+}
+
+// recordCRC is the checksum of a record value: CRC-32C over the 8-byte
+// big-endian revision followed by the payload.
+func recordCRC(rev int64, payload []byte) uint32 {
+	var r [8]byte
+	binary.BigEndian.PutUint64(r[:], uint64(rev))
+	return crc32.Update(crc32.Checksum(r[:], castagnoli), castagnoli, payload)
+}
+
+// appendRecordValue appends the record value (checksum and payload) of
+// revision rev holding events. The events' PrevKv is not written. Every
+// event must have a Kv with a non-empty key and a known type.
+func appendRecordValue(dst []byte, rev int64, events []*mvccpb.Event) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0) // checksum, filled in below
+	dst = protowire.AppendTag(dst, payloadFieldRevision, protowire.VarintType)
+	dst = protowire.AppendVarint(dst, uint64(rev))
+	for i, ev := range events {
+		if err := checkEvent(ev); err != nil {
+			return dst[:start], fmt.Errorf("journal: record %d, event %d: %w", rev, i, err)
+		}
+		// A fresh Event shares Kv with the caller's but leaves out PrevKv.
+		// proto.Size caches the sizes, so MarshalAppend need not compute
+		// them again.
+		e := &mvccpb.Event{Type: ev.Type, Kv: ev.Kv}
+		dst = protowire.AppendTag(dst, payloadFieldEvent, protowire.BytesType)
+		dst = protowire.AppendVarint(dst, uint64(proto.Size(e)))
+		var err error
+		dst, err = proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(dst, e)
+		if err != nil {
+			return dst[:start], fmt.Errorf("journal: record %d, event %d: %w", rev, i, err)
+		}
+	}
+	binary.BigEndian.PutUint32(dst[start:], recordCRC(rev, dst[start+crcLen:]))
+	return dst, nil
+}
+
+func checkEvent(ev *mvccpb.Event) error {
+	switch {
+	case ev == nil:
+		return fmt.Errorf("nil event")
+	case ev.Type != mvccpb.Event_PUT && ev.Type != mvccpb.Event_DELETE:
+		return fmt.Errorf("unknown event type %d", ev.Type)
+	case ev.Kv == nil:
+		return fmt.Errorf("event without kv")
+	case len(ev.Kv.Key) == 0:
+		return fmt.Errorf("event with an empty key")
+	}
+	return nil
+}
+
+// decodeRecordValue checks and decodes the value stored under the record
+// key of revision rev. Errors wrap ErrCorrupt and name the revision. The
+// result does not alias v.
+func decodeRecordValue(rev int64, v []byte) (Record, error) {
+	if len(v) < crcLen {
+		return Record{}, fmt.Errorf("%w: record %d: value of %d bytes is too short", ErrCorrupt, rev, len(v))
+	}
+	payload := v[crcLen:]
+	if stored, computed := binary.BigEndian.Uint32(v), recordCRC(rev, payload); stored != computed {
+		return Record{}, fmt.Errorf("%w: record %d: checksum mismatch (stored %#08x, computed %#08x)",
+			ErrCorrupt, rev, stored, computed)
+	}
+	rec, err := decodePayload(payload)
+	if err != nil {
+		return Record{}, fmt.Errorf("%w: record %d: %v", ErrCorrupt, rev, err)
+	}
+	if rec.Revision != rev {
+		return Record{}, fmt.Errorf("%w: record %d: payload holds revision %d", ErrCorrupt, rev, rec.Revision)
+	}
+	return rec, nil
+}
+
+// decodePayload decodes a revd.journal.v1.Record. Unknown fields are
+// skipped, so a newer writer may add fields.
+func decodePayload(p []byte) (Record, error) {
+	var rec Record
+	for len(p) > 0 {
+		num, typ, n := protowire.ConsumeTag(p)
+		if n < 0 {
+			return Record{}, fmt.Errorf("bad field tag: %w", protowire.ParseError(n))
+		}
+		p = p[n:]
+		switch {
+		case num == payloadFieldRevision && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(p)
+			if n < 0 {
+				return Record{}, fmt.Errorf("bad revision: %w", protowire.ParseError(n))
+			}
+			rec.Revision = int64(v)
+			p = p[n:]
+		case num == payloadFieldEvent && typ == protowire.BytesType:
+			b, n := protowire.ConsumeBytes(p)
+			if n < 0 {
+				return Record{}, fmt.Errorf("bad event %d: %w", len(rec.Events), protowire.ParseError(n))
+			}
+			ev := new(mvccpb.Event)
+			if err := proto.Unmarshal(b, ev); err != nil {
+				return Record{}, fmt.Errorf("bad event %d: %w", len(rec.Events), err)
+			}
+			rec.Events = append(rec.Events, ev)
+			p = p[n:]
+		default:
+			n := protowire.ConsumeFieldValue(num, typ, p)
+			if n < 0 {
+				return Record{}, fmt.Errorf("bad field %d: %w", num, protowire.ParseError(n))
+			}
+			p = p[n:]
+		}
+	}
+	return rec, nil
+}
+
+// baseKey returns the key of the base snapshot entry of user key k.
+func baseKey(k []byte) []byte {
+	return append(append(make([]byte, 0, len(basePrefix)+len(k)), basePrefix...), k...)
+}
+
+// appendBaseValue appends the base snapshot entry of kv: its checksum and
+// the marshaled KeyValue.
+func appendBaseValue(dst []byte, kv *mvccpb.KeyValue) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst, err := proto.MarshalOptions{}.MarshalAppend(dst, kv)
+	if err != nil {
+		return dst[:start], err
+	}
+	binary.BigEndian.PutUint32(dst[start:], crc32.Checksum(dst[start+crcLen:], castagnoli))
+	return dst, nil
+}
+
+// decodeBaseValue checks and decodes the base snapshot entry stored under
+// Pebble key k. Errors wrap ErrCorrupt and name the key.
+func decodeBaseValue(k, v []byte) (*mvccpb.KeyValue, error) {
+	userKey := k[len(basePrefix):]
+	if len(v) < crcLen {
+		return nil, fmt.Errorf("%w: base entry %q: value of %d bytes is too short", ErrCorrupt, userKey, len(v))
+	}
+	payload := v[crcLen:]
+	if stored, computed := binary.BigEndian.Uint32(v), crc32.Checksum(payload, castagnoli); stored != computed {
+		return nil, fmt.Errorf("%w: base entry %q: checksum mismatch (stored %#08x, computed %#08x)",
+			ErrCorrupt, userKey, stored, computed)
+	}
+	kv := new(mvccpb.KeyValue)
+	if err := proto.Unmarshal(payload, kv); err != nil {
+		return nil, fmt.Errorf("%w: base entry %q: %v", ErrCorrupt, userKey, err)
+	}
+	if string(kv.Key) != string(userKey) {
+		return nil, fmt.Errorf("%w: base entry %q holds key %q", ErrCorrupt, userKey, kv.Key)
+	}
+	return kv, nil
+}
+
+func encodeUint64(v uint64) []byte {
+	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), v)
+}

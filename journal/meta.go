@@ -1,0 +1,192 @@
+package journal
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// reader is what pebble.DB and pebble.Snapshot have in common for reads.
+type reader interface {
+	Get(key []byte) ([]byte, io.Closer, error)
+	NewIter(o *pebble.IterOptions) (*pebble.Iterator, error)
+}
+
+// startMeta reads the meta keys of an open store, or writes them if the
+// store is new, durably bumps the term and works out the last revision.
+func startMeta(db *pebble.DB) (Meta, error) {
+	_, found, err := getUint64(db, keyFormat)
+	if err != nil {
+		return Meta{}, err
+	}
+	if !found {
+		return initMeta(db)
+	}
+	m, err := readMeta(db)
+	if err != nil {
+		return Meta{}, err
+	}
+	m.Term++
+	if err := db.Set(keyTerm, encodeUint64(m.Term), pebble.Sync); err != nil {
+		return Meta{}, fmt.Errorf("journal: write term: %w", err)
+	}
+	return m, nil
+}
+
+// initMeta writes the meta keys of a new store in one synced batch. A store
+// without m/format must be empty: anything else was not written by revd.
+func initMeta(db *pebble.DB) (Meta, error) {
+	it, err := db.NewIter(nil)
+	if err != nil {
+		return Meta{}, readErr("open", err)
+	}
+	if it.First() {
+		k := string(it.Key())
+		_ = it.Close()
+		return Meta{}, fmt.Errorf("%w: Pebble store without revd metadata holds key %q", ErrCorrupt, k)
+	}
+	if err := it.Close(); err != nil {
+		return Meta{}, readErr("open", err)
+	}
+	m := Meta{ClusterID: randomID(), MemberID: randomID(), Term: 2, LastRev: 1}
+	b := db.NewBatch()
+	defer b.Close()
+	for _, kv := range []struct {
+		k []byte
+		v uint64
+	}{
+		{keyFormat, formatVersion},
+		{keyClusterID, m.ClusterID},
+		{keyMemberID, m.MemberID},
+		{keyTerm, m.Term},
+		{keyCompactRev, 0},
+		{keyBaseRev, 0},
+	} {
+		if err := b.Set(kv.k, encodeUint64(kv.v), nil); err != nil {
+			return Meta{}, fmt.Errorf("journal: init meta: %w", err)
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return Meta{}, fmt.Errorf("journal: init meta: %w", err)
+	}
+	return m, nil
+}
+
+// readMeta reads and checks the meta keys and the newest record.
+func readMeta(db *pebble.DB) (Meta, error) {
+	var (
+		m                     Meta
+		format, compact, base uint64
+	)
+	for _, f := range []struct {
+		k []byte
+		v *uint64
+	}{
+		{keyFormat, &format},
+		{keyClusterID, &m.ClusterID},
+		{keyMemberID, &m.MemberID},
+		{keyTerm, &m.Term},
+		{keyCompactRev, &compact},
+		{keyBaseRev, &base},
+	} {
+		v, found, err := getUint64(db, f.k)
+		if err != nil {
+			return Meta{}, err
+		}
+		if !found {
+			return Meta{}, fmt.Errorf("%w: meta key %s is missing", ErrCorrupt, f.k)
+		}
+		*f.v = v
+	}
+	switch {
+	case format != formatVersion:
+		return Meta{}, fmt.Errorf("%w: layout version %d, this revd reads version %d", ErrCorrupt, format, formatVersion)
+	case m.ClusterID == 0 || m.MemberID == 0:
+		return Meta{}, fmt.Errorf("%w: zero cluster or member id", ErrCorrupt)
+	case m.Term < 2 || m.Term == math.MaxUint64:
+		return Meta{}, fmt.Errorf("%w: term %d", ErrCorrupt, m.Term)
+	case compact > math.MaxInt64 || base > compact:
+		return Meta{}, fmt.Errorf("%w: compact revision %d and base revision %d (want 0 <= base <= compact)",
+			ErrCorrupt, int64(compact), int64(base))
+	}
+	m.CompactRev, m.BaseRev = int64(compact), int64(base)
+
+	first, last, err := recordBounds(db)
+	if err != nil {
+		return Meta{}, err
+	}
+	if first != 0 && first <= m.BaseRev {
+		return Meta{}, fmt.Errorf("%w: record %d is at or below the base revision %d", ErrCorrupt, first, m.BaseRev)
+	}
+	m.LastRev = max(1, last, m.BaseRev)
+	if m.CompactRev > m.LastRev {
+		return Meta{}, fmt.Errorf("%w: compact revision %d is above the last revision %d",
+			ErrCorrupt, m.CompactRev, m.LastRev)
+	}
+	return m, nil
+}
+
+// recordBounds returns the revisions of the oldest and newest records, 0 if
+// there are none. The newest record is also fully checked: a damaged tail
+// is found at Open rather than at the first replay.
+func recordBounds(r reader) (first, last int64, err error) {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: recordsLower, UpperBound: recordsUpper})
+	if err != nil {
+		return 0, 0, readErr("open", err)
+	}
+	defer func() {
+		if cerr := it.Close(); err == nil && cerr != nil {
+			err = readErr("open", cerr)
+		}
+	}()
+	if !it.First() {
+		return 0, 0, nil
+	}
+	if first, err = parseRecordKey(it.Key()); err != nil {
+		return 0, 0, err
+	}
+	it.Last()
+	if last, err = parseRecordKey(it.Key()); err != nil {
+		return 0, 0, err
+	}
+	v, err := it.ValueAndErr()
+	if err != nil {
+		return 0, 0, readErr(fmt.Sprintf("read record %d", last), err)
+	}
+	if _, err := decodeRecordValue(last, v); err != nil {
+		return 0, 0, err
+	}
+	return first, last, nil
+}
+
+// getUint64 reads an 8-byte big-endian meta value.
+func getUint64(r reader, k []byte) (v uint64, found bool, err error) {
+	b, closer, err := r.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, readErr(fmt.Sprintf("read %s", k), err)
+	}
+	defer closer.Close()
+	if len(b) != 8 {
+		return 0, false, fmt.Errorf("%w: meta key %s holds %d bytes, want 8", ErrCorrupt, k, len(b))
+	}
+	return binary.BigEndian.Uint64(b), true, nil
+}
+
+// randomID returns a random non-zero id.
+func randomID() uint64 {
+	var b [8]byte
+	for {
+		_, _ = rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
+		if v := binary.BigEndian.Uint64(b[:]); v != 0 {
+			return v
+		}
+	}
+}

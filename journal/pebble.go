@@ -1,0 +1,137 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// pebbleFormat is the Pebble format major version of new stores: the newest
+// of Pebble v2.1.7, pinned so that upgrading Pebble never moves the on-disk
+// format by itself.
+const pebbleFormat = pebble.FormatValueSeparation
+
+// pebbleOptions returns the Pebble options for a journal. The load is a
+// write-heavy log: keys arrive in increasing order, in large synced batches,
+// and are read back mostly by sequential scans.
+func pebbleOptions(cache *pebble.Cache, lock *pebble.Lock, log *slog.Logger) *pebble.Options {
+	o := &pebble.Options{
+		Cache:              cache,
+		Lock:               lock,
+		FormatMajorVersion: pebbleFormat,
+		Logger:             pebbleLogger{log},
+		// Large memtables absorb write bursts; flushes of append-only keys
+		// become tables that do not overlap and move down without rewrites.
+		MemTableSize:                64 << 20,
+		MemTableStopWritesThreshold: 4,
+		L0CompactionThreshold:       4,
+		L0StopWritesThreshold:       24,
+		LBaseMaxBytes:               256 << 20,
+	}
+	o.TargetFileSizes[0] = 8 << 20
+	// Bigger blocks suit scans; later levels inherit the setting.
+	o.Levels[0].BlockSize = 32 << 10
+	return o
+}
+
+// pebbleLogger routes Pebble's logging to the journal's logger: routine
+// messages at debug level, errors (which Pebble reports only for real
+// failures, such as a failed background compaction) at warn level.
+type pebbleLogger struct{ log *slog.Logger }
+
+func (l pebbleLogger) Infof(format string, args ...any) {
+	if l.log.Enabled(context.Background(), slog.LevelDebug) {
+		l.log.Debug(strings.TrimSuffix(fmt.Sprintf(format, args...), "\n"))
+	}
+}
+
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.log.Warn(strings.TrimSuffix(fmt.Sprintf(format, args...), "\n"))
+}
+
+// Fatalf must not return: Pebble calls it when its state can no longer be
+// trusted, for instance after a failed WAL write or fsync ("the commit
+// pipeline will be horked"). It logs, writes to stderr too (the logger may
+// discard), and exits the process, as Pebble's default logger and etcd do.
+// A panic would not do: an actor system may recover it and keep writing.
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	msg := strings.TrimSuffix(fmt.Sprintf(format, args...), "\n")
+	l.log.Error("fatal storage error, exiting", "err", msg)
+	fmt.Fprintf(os.Stderr, "revd journal: fatal storage error: %s\n", msg)
+	os.Exit(1)
+}
+
+// pebbleFile says whether name may be a file of a Pebble store, possibly
+// one whose creation was interrupted.
+func pebbleFile(name string) bool {
+	switch {
+	case name == "LOCK", name == "CURRENT", name == "archive":
+		return true
+	case strings.HasPrefix(name, "MANIFEST-"),
+		strings.HasPrefix(name, "OPTIONS-"),
+		strings.HasPrefix(name, "marker."),
+		strings.HasPrefix(name, "temporary."):
+		return true
+	case strings.HasSuffix(name, ".log"),
+		strings.HasSuffix(name, ".sst"),
+		strings.HasSuffix(name, ".blob"),
+		strings.HasSuffix(name, ".dbtmp"):
+		return true
+	}
+	return false
+}
+
+// checkDir refuses a directory holding files that no Pebble store would
+// hold, before anything is written to it. An empty directory is a new store.
+func checkDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("journal: open %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if !pebbleFile(e.Name()) {
+			return fmt.Errorf("%w: %s is not a revd data directory: it holds %q, which revd did not write",
+				ErrCorrupt, dir, e.Name())
+		}
+	}
+	return nil
+}
+
+// lockErr maps the error of pebble.LockDirectory. Creating the LOCK file
+// fails with a *fs.PathError (for instance, permission denied); anything
+// else means the lock is held, by another process (fcntl's EAGAIN or
+// EACCES) or by another Journal in this process (Pebble's "lock held by
+// current process").
+func lockErr(dir string, err error) error {
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		return fmt.Errorf("journal: open %s: %w", dir, err)
+	}
+	return fmt.Errorf("%w: %s (%v)", ErrLocked, dir, err)
+}
+
+// openErr maps an error of pebble.Open. Permission and space problems are
+// returned as they are (the store may be fine); everything else, from a
+// missing manifest to a checksum failure, means the store cannot be read.
+func openErr(dir string, err error) error {
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EIO) ||
+		errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		return fmt.Errorf("journal: open %s: %w", dir, err)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrCorrupt, dir, err)
+}
+
+// readErr maps an error of a Pebble read: corruption found by Pebble wraps
+// ErrCorrupt, anything else is returned with context.
+func readErr(op string, err error) error {
+	if pebble.IsCorruptionError(err) {
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, op, err)
+	}
+	return fmt.Errorf("journal: %s: %w", op, err)
+}

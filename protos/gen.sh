@@ -1,0 +1,29 @@
+#!/bin/sh
+# Regenerates the Go code for every .proto under protos/.
+#
+# Needs protoc (3.21 or newer) and the Go toolchain; protoc-gen-go is run at a
+# pinned version through `go run`, so nothing else has to be installed. The
+# generated *.pb.go files are committed: CI does not have protoc.
+#
+# Usage: protos/gen.sh   (from anywhere)
+set -eu
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+# protoc runs plugins as executables; this wrapper runs the pinned
+# protoc-gen-go through `go run` with protoc's stdin and stdout.
+plugin_dir=$(mktemp -d)
+trap 'rm -rf "$plugin_dir"' EXIT
+cat >"$plugin_dir/protoc-gen-go" <<'WRAPPER'
+#!/bin/sh
+exec go run google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12 "$@"
+WRAPPER
+chmod +x "$plugin_dir/protoc-gen-go"
+
+protoc \
+	--plugin=protoc-gen-go="$plugin_dir/protoc-gen-go" \
+	--proto_path=protos \
+	--go_out=protos \
+	--go_opt=paths=source_relative \
+	protos/revd/journal/v1/journal.proto
