@@ -1,0 +1,98 @@
+// Package natsapi is revd's NATS front door: it serves etcd's KV and
+// Maintenance.Status calls as NATS request/reply, and it can run the NATS
+// server itself inside the revd process.
+//
+// # Subjects
+//
+// Serve registers a NATS micro service named "revd" (so `nats micro ls`,
+// `nats micro info revd` and `nats micro stats revd` work) with one endpoint
+// per call. With the default subject prefix "revd" the subjects are:
+//
+//	revd.kv.range               RangeRequest        -> RangeResponse
+//	revd.kv.put                 PutRequest          -> PutResponse
+//	revd.kv.delete_range        DeleteRangeRequest  -> DeleteRangeResponse
+//	revd.kv.txn                 TxnRequest          -> TxnResponse
+//	revd.kv.compact             CompactionRequest   -> CompactionResponse
+//	revd.maintenance.status     StatusRequest       -> StatusResponse
+//
+// Options.SubjectPrefix replaces the leading "revd" (for example "test1"
+// gives "test1.kv.put"). Each revd needs a prefix of its own: endpoints use
+// the micro queue group "q", so two servers on one prefix would split the
+// requests between two independent stores. Serve therefore refuses to
+// start when something already answers on <prefix>.maintenance.status (a
+// best-effort check, not a lock).
+//
+// # Payloads
+//
+// A request is the protobuf encoding (proto3 wire format, as produced by
+// proto.Marshal) of the etcd request message from
+// go.etcd.io/etcd/api/v3/etcdserverpb; a successful reply is the protobuf
+// encoding of the matching response message. The messages are exactly the
+// ones etcd's gRPC API carries, so a response read over NATS is
+// byte-for-byte what the gRPC gateway would answer. An empty payload is a
+// valid request (all fields zero).
+//
+// # Errors
+//
+// A failed call is answered with a NATS micro error: a reply with the
+// headers
+//
+//	Nats-Service-Error-Code: <gRPC status code, in decimal>
+//	Nats-Service-Error:      <gRPC status message>
+//
+// and an empty body. The code and message are those etcd's gRPC server
+// returns for the same request, for example
+//
+//	3  etcdserver: key is not provided
+//	11 etcdserver: mvcc: required revision has been compacted
+//	11 etcdserver: mvcc: required revision is a future revision
+//
+// so a client can rebuild the error with
+// rpctypes.Error(status.Error(codes.Code(code), message)) and compare it
+// with rpctypes.ErrEmptyKey and friends, as etcd's clientv3 does (package
+// revd/gateway/natsclient does exactly that). Other errors:
+//
+//   - a payload that does not decode as the endpoint's request message:
+//     code 3 (InvalidArgument), "revd: cannot decode <message> from the
+//     request payload: <reason>";
+//   - a request that outlives Options.RequestTimeout: code 4
+//     (DeadlineExceeded), "context deadline exceeded";
+//   - a request that arrives while the service is stopping: code 14
+//     (Unavailable), "etcdserver: server stopped" (etcd's own text);
+//   - a reply larger than the connection's max_payload: code 8
+//     (ResourceExhausted), with the sizes in the message;
+//   - any other error (not a gRPC status): code 2 (Unknown) and the error
+//     text.
+//
+// A request published without a reply subject cannot be answered; it is
+// dropped without being executed (and logged at Warn level).
+//
+// # Concurrency
+//
+// The micro framework calls an endpoint's handler serially, one message at
+// a time. Serve therefore only decodes the NATS message in the handler and
+// runs each call in its own goroutine, so one slow put never holds up the
+// next request and the server's group commit sees many writes at once. At
+// most Options.MaxInFlight calls (over all endpoints) run at a time; when
+// that many are running, further requests wait in the NATS subscription's
+// pending queue. Each call gets a context that expires after
+// Options.RequestTimeout. Replies therefore need not come back in request
+// order; NATS request/reply matches each reply to its request. Because a
+// call outlives the micro handler, the service's STATS count requests but
+// not their errors, and their processing times only cover the hand-off.
+//
+// (*Service).Stop stops the micro service (no new requests are taken;
+// requests already delivered are answered with "server stopped") and waits
+// for running calls to finish.
+//
+// # Embedded NATS server
+//
+// StartEmbedded runs a nats-server inside the process. Its Listen option is
+// "host:port" (default "127.0.0.1:4222", port 0 picks a free port) or "off":
+// no TCP listener at all, and clients in the same process connect with
+// nats.InProcessServer(ns). The embedded server logs through the given
+// *slog.Logger, or not at all, and never installs signal handlers. Its
+// max_payload defaults to 8 MiB, above etcd's default 1.5 MiB request limit;
+// a reply larger than max_payload is the ResourceExhausted error above (use
+// a range limit).
+package natsapi

@@ -1,0 +1,165 @@
+package natsapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// ListenOff is the EmbeddedOptions.Listen value that starts the embedded
+// server without a TCP listener; clients connect in-process with
+// nats.InProcessServer.
+const ListenOff = "off"
+
+// Defaults for EmbeddedOptions.
+const (
+	DefaultListen       = "127.0.0.1:4222"
+	DefaultMaxPayload   = 8 << 20 // 8 MiB; nats-server warns above this
+	DefaultReadyTimeout = 10 * time.Second
+)
+
+// EmbeddedOptions configures StartEmbedded. The zero value starts a server
+// on 127.0.0.1:4222 that logs nothing.
+type EmbeddedOptions struct {
+	// Listen is "host:port" for client connections, or ListenOff ("off")
+	// for no TCP listener. Port 0 picks a free port (see
+	// (*server.Server).ClientURL). Default DefaultListen.
+	Listen string
+
+	// Logger receives the server's log lines (notice -> Info, warning ->
+	// Warn, error and fatal -> Error, debug -> Debug when the logger has
+	// Debug enabled). Nil: the server logs nothing.
+	Logger *slog.Logger
+
+	// MaxPayload is the largest message the server accepts, in bytes; it
+	// bounds both requests and replies. Default DefaultMaxPayload.
+	MaxPayload int32
+
+	// ReadyTimeout bounds the wait for the server to accept connections.
+	// Default DefaultReadyTimeout.
+	ReadyTimeout time.Duration
+}
+
+// ErrEmbeddedNotReady is returned (wrapped) by StartEmbedded when the server
+// does not become ready within EmbeddedOptions.ReadyTimeout.
+var ErrEmbeddedNotReady = errors.New("natsapi: embedded NATS server not ready")
+
+// StartEmbedded starts a NATS server in this process and waits until it
+// accepts connections. It fails with a clear error, without waiting for
+// ReadyTimeout, when the listen address cannot be bound (for example the
+// port is taken). The caller stops the server with Shutdown (and may wait
+// with WaitForShutdown).
+func StartEmbedded(opts EmbeddedOptions) (*server.Server, error) {
+	sopts := &server.Options{
+		ServerName: "revd",
+		NoSigs:     true, // the revd process owns its signals
+		MaxPayload: opts.MaxPayload,
+	}
+	if sopts.MaxPayload <= 0 {
+		sopts.MaxPayload = DefaultMaxPayload
+	}
+	listen := opts.Listen
+	if listen == "" {
+		listen = DefaultListen
+	}
+	if listen == ListenOff {
+		sopts.DontListen = true
+	} else {
+		host, portStr, err := net.SplitHostPort(listen)
+		if err != nil {
+			return nil, fmt.Errorf("natsapi: bad NATS listen address %q (want host:port or %q): %w", listen, ListenOff, err)
+		}
+		port, err := strconv.Atoi(portStr)
+		if err != nil || port < 0 || port > 65535 {
+			return nil, fmt.Errorf("natsapi: bad NATS listen port in %q", listen)
+		}
+		if port == 0 {
+			port = server.RANDOM_PORT // in nats-server, 0 means the default port 4222
+		}
+		sopts.Host, sopts.Port = host, port
+	}
+	ready := opts.ReadyTimeout
+	if ready <= 0 {
+		ready = DefaultReadyTimeout
+	}
+
+	ns, err := server.NewServer(sopts)
+	if err != nil {
+		return nil, fmt.Errorf("natsapi: embedded NATS server: %w", err)
+	}
+	lg := newServerLogger(opts.Logger)
+	ns.SetLoggerV2(lg, lg.debug, false, false)
+	ns.Start()
+
+	// Poll for readiness until the deadline (this is process start-up), but
+	// give up at once when the server reports a fatal error such as a
+	// listen failure: nats-server itself would keep polling until the
+	// timeout.
+	deadline := time.Now().Add(ready)
+	for {
+		select {
+		case ferr := <-lg.fatal:
+			ns.Shutdown()
+			ns.WaitForShutdown()
+			return nil, fmt.Errorf("natsapi: embedded NATS server on %s: %s", listen, ferr)
+		default:
+		}
+		if ns.ReadyForConnections(50 * time.Millisecond) {
+			return ns, nil
+		}
+		if time.Now().After(deadline) {
+			ns.Shutdown()
+			ns.WaitForShutdown()
+			return nil, fmt.Errorf("%w after %s (listen %s)", ErrEmbeddedNotReady, ready, listen)
+		}
+	}
+}
+
+// serverLogger adapts nats-server's Logger interface to slog and reports
+// fatal errors on a channel, because nats-server reports a failed listen
+// only through its logger.
+type serverLogger struct {
+	l     *slog.Logger
+	debug bool
+	fatal chan string
+}
+
+func newServerLogger(l *slog.Logger) *serverLogger {
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	return &serverLogger{
+		l:     l.With("component", "nats-server"),
+		debug: l.Enabled(context.Background(), slog.LevelDebug),
+		fatal: make(chan string, 1),
+	}
+}
+
+func (s *serverLogger) log(level slog.Level, format string, v []any) {
+	if s.l.Enabled(context.Background(), level) {
+		s.l.Log(context.Background(), level, fmt.Sprintf(format, v...))
+	}
+}
+
+func (s *serverLogger) Noticef(format string, v ...any) { s.log(slog.LevelInfo, format, v) }
+func (s *serverLogger) Warnf(format string, v ...any)   { s.log(slog.LevelWarn, format, v) }
+func (s *serverLogger) Errorf(format string, v ...any)  { s.log(slog.LevelError, format, v) }
+func (s *serverLogger) Debugf(format string, v ...any)  { s.log(slog.LevelDebug, format, v) }
+func (s *serverLogger) Tracef(format string, v ...any)  { s.log(slog.LevelDebug-4, format, v) }
+
+// Fatalf logs at Error level and reports the message to StartEmbedded. It
+// does not exit the process (nats-server's own logger would).
+func (s *serverLogger) Fatalf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	s.l.Error(msg, "fatal", true)
+	select {
+	case s.fatal <- msg:
+	default:
+	}
+}

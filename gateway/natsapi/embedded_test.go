@@ -1,0 +1,104 @@
+package natsapi_test
+
+import (
+	"bytes"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"revd/gateway/natsapi"
+)
+
+// syncBuffer is a bytes.Buffer safe for the server's logging goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestEmbeddedTCP(t *testing.T) {
+	var logs syncBuffer
+	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{
+		Listen: "127.0.0.1:0",
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	addr := ns.Addr().(*net.TCPAddr)
+	if addr.Port == 0 || addr.Port == 4222 {
+		t.Fatalf("listening on port %d, want a free port", addr.Port)
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if got := nc.MaxPayload(); got != natsapi.DefaultMaxPayload {
+		t.Errorf("max payload %d, want %d", got, natsapi.DefaultMaxPayload)
+	}
+	if !strings.Contains(logs.String(), "Listening for client connections") {
+		t.Errorf("server log did not reach the slog logger:\n%s", logs.String())
+	}
+}
+
+func TestEmbeddedPortTaken(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	// A long ReadyTimeout: StartEmbedded must not wait for it.
+	_, err = natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: l.Addr().String(), ReadyTimeout: time.Hour})
+	if err == nil {
+		t.Fatal("StartEmbedded succeeded on a taken port")
+	}
+	if !strings.Contains(err.Error(), "address already in use") || !strings.Contains(err.Error(), l.Addr().String()) {
+		t.Fatalf("error %q does not say the address is in use", err)
+	}
+	t.Log(err)
+}
+
+func TestEmbeddedBadListen(t *testing.T) {
+	for _, listen := range []string{"4222", "host:port", "127.0.0.1:70000"} {
+		if _, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: listen}); err == nil {
+			t.Errorf("StartEmbedded(%q) succeeded", listen)
+		}
+	}
+}
+
+func TestEmbeddedOff(t *testing.T) {
+	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: natsapi.ListenOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	if ns.Addr() != nil {
+		t.Fatalf("listening on %v with Listen off", ns.Addr())
+	}
+	nc, err := nats.Connect(ns.ClientURL(), nats.InProcessServer(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}

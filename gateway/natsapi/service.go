@@ -1,0 +1,307 @@
+package natsapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/protobuf/proto"
+)
+
+// StatusFunc answers Maintenance.Status; revd's *server.Server.Status has
+// this signature.
+type StatusFunc func(context.Context, *pb.StatusRequest) (*pb.StatusResponse, error)
+
+// Defaults for Options.
+const (
+	DefaultMaxInFlight    = 1024
+	DefaultRequestTimeout = 30 * time.Second
+)
+
+// Options configures Serve. The zero value uses the defaults.
+type Options struct {
+	// SubjectPrefix is the first token(s) of every subject. Default
+	// DefaultSubjectPrefix ("revd"); tests use their own to stay isolated.
+	SubjectPrefix string
+
+	// MaxInFlight bounds the calls running at once, over all endpoints.
+	// Default DefaultMaxInFlight.
+	MaxInFlight int
+
+	// RequestTimeout bounds each call's context. Default
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
+
+	// Logger receives warnings about requests that could not be answered.
+	// Default slog.Default().
+	Logger *slog.Logger
+
+	// onFull, if set, is called when a request has to wait for an
+	// in-flight slot (for tests of MaxInFlight).
+	onFull func(subject string)
+}
+
+// Service is a running NATS front door; see the package documentation.
+type Service struct {
+	nc      *nats.Conn
+	svc     micro.Service
+	opts    Options
+	log     *slog.Logger
+	sem     chan struct{} // one slot per running call
+	stopped chan struct{} // closed by Stop
+
+	mu      sync.Mutex // guards closing and calls.Add against Stop
+	closing bool
+	calls   sync.WaitGroup
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// call decodes a request payload, runs it and returns the response.
+type call func(ctx context.Context, payload []byte) (proto.Message, error)
+
+// Serve registers the "revd" micro service on nc and serves kv and status
+// on the subjects described in the package documentation until Stop. kv
+// and status must be safe for concurrent use. nc must be connected to a
+// NATS server with header support (any nats-server since 2.2). Serve
+// refuses (ErrSubjectsTaken) when another server already answers on the
+// prefix. When Serve returns, the NATS server knows the subscriptions:
+// requests sent from then on reach the service.
+func Serve(nc *nats.Conn, kv pb.KVServer, status StatusFunc, opts Options) (*Service, error) {
+	if nc == nil || kv == nil || status == nil {
+		return nil, errors.New("natsapi: Serve needs a connection, a KVServer and a StatusFunc")
+	}
+	if opts.SubjectPrefix == "" {
+		opts.SubjectPrefix = DefaultSubjectPrefix
+	}
+	if err := validatePrefix(opts.SubjectPrefix); err != nil {
+		return nil, err
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = DefaultRequestTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if !nc.HeadersSupported() {
+		return nil, errors.New("natsapi: the NATS connection does not support headers, which carry error replies")
+	}
+
+	if err := checkAlone(nc, opts.SubjectPrefix); err != nil {
+		return nil, err
+	}
+
+	s := &Service{
+		nc:      nc,
+		opts:    opts,
+		log:     opts.Logger.With("component", "natsapi"),
+		sem:     make(chan struct{}, opts.MaxInFlight),
+		stopped: make(chan struct{}),
+	}
+	svc, err := micro.AddService(nc, micro.Config{
+		Name:        ServiceName,
+		Version:     ServiceVersion,
+		Description: "etcd v3 KV and Maintenance.Status over NATS; payloads are etcdserverpb protobuf messages",
+		Metadata:    map[string]string{"subject_prefix": opts.SubjectPrefix},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natsapi: add micro service: %w", err)
+	}
+	s.svc = svc
+
+	endpoints := []struct {
+		name string
+		run  call
+	}{
+		{EndpointRange, unary(kv.Range)},
+		{EndpointPut, unary(kv.Put)},
+		{EndpointDeleteRange, unary(kv.DeleteRange)},
+		{EndpointTxn, unary(kv.Txn)},
+		{EndpointCompact, unary(kv.Compact)},
+		{EndpointStatus, unary(status)},
+	}
+	for _, ep := range endpoints {
+		subject := Subject(opts.SubjectPrefix, ep.name)
+		run := ep.run
+		handler := micro.HandlerFunc(func(req micro.Request) { s.dispatch(subject, run, req) })
+		// micro endpoint names may not contain dots.
+		if err := svc.AddEndpoint(endpointName(ep.name), handler, micro.WithEndpointSubject(subject)); err != nil {
+			_ = svc.Stop()
+			return nil, fmt.Errorf("natsapi: add endpoint %s: %w", subject, err)
+		}
+	}
+	// Once the server has answered a flush it has processed our SUBs: when
+	// Serve returns, requests reach us.
+	if err := nc.Flush(); err != nil {
+		_ = svc.Stop()
+		return nil, fmt.Errorf("natsapi: flush subscriptions: %w", err)
+	}
+	return s, nil
+}
+
+// ErrSubjectsTaken is returned (wrapped) by Serve when another server
+// already answers on the subject prefix.
+var ErrSubjectsTaken = errors.New("natsapi: another server already serves these subjects")
+
+// checkAlone asks the status subject whether someone serves it already.
+// Two revd processes behind one prefix would share the micro queue group
+// and split the requests between two independent stores. NATS answers "no
+// responders" at once when nobody subscribes, so the check does not wait.
+// Two servers starting at the same moment can both pass it: it guards
+// against mistakes, it is not a lock.
+func checkAlone(nc *nats.Conn, prefix string) error {
+	subject := Subject(prefix, EndpointStatus)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := nc.RequestWithContext(ctx, subject, nil)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil
+	case err == nil:
+		return fmt.Errorf("%w: %s answered; give each revd its own subject prefix", ErrSubjectsTaken, subject)
+	default:
+		return fmt.Errorf("natsapi: checking whether %s is served already: %w", subject, err)
+	}
+}
+
+// Stop stops taking requests and waits for the calls already running to
+// return (each is bounded by Options.RequestTimeout). Requests that NATS
+// delivers after Stop began are answered with etcd's "server stopped"
+// (Unavailable). Stop is idempotent.
+func (s *Service) Stop() error {
+	s.stopOnce.Do(func() {
+		s.stopErr = s.svc.Stop()
+		// The service's UNSUBs are on the wire; once the server answers
+		// this flush it has processed them, so no new request reaches us.
+		if err := s.nc.Flush(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && s.stopErr == nil {
+			s.stopErr = fmt.Errorf("natsapi: stop: %w", err)
+		}
+		s.mu.Lock()
+		s.closing = true
+		close(s.stopped)
+		s.mu.Unlock()
+		s.calls.Wait()
+	})
+	return s.stopErr
+}
+
+// Info returns the micro service's description (id, endpoints, subjects).
+func (s *Service) Info() micro.Info { return s.svc.Info() }
+
+// dispatch runs in the endpoint's subscription goroutine: it takes an
+// in-flight slot (waiting while MaxInFlight calls run) and starts the call.
+func (s *Service) dispatch(subject string, run call, req micro.Request) {
+	reply := req.Reply()
+	if reply == "" {
+		s.log.Warn("dropping a request without a reply subject", "subject", subject)
+		return
+	}
+	payload := req.Data() // nats.go gives every message its own buffer
+	select {
+	case s.sem <- struct{}{}:
+	default:
+		if s.opts.onFull != nil {
+			s.opts.onFull(subject)
+		}
+		select {
+		case s.sem <- struct{}{}:
+		case <-s.stopped:
+			s.respond(subject, reply, nil, rpctypes.ErrGRPCStopped)
+			return
+		}
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		<-s.sem
+		s.respond(subject, reply, nil, rpctypes.ErrGRPCStopped)
+		return
+	}
+	s.calls.Add(1)
+	s.mu.Unlock()
+
+	go func() {
+		defer s.calls.Done()
+		defer func() { <-s.sem }()
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.RequestTimeout)
+		defer cancel()
+		resp, err := run(ctx, payload)
+		s.respond(subject, reply, resp, err)
+	}()
+}
+
+// respond publishes resp, or err encoded as a micro error, to reply.
+func (s *Service) respond(subject, reply string, resp proto.Message, err error) {
+	msg := &nats.Msg{Subject: reply}
+	if err == nil {
+		msg.Data, err = marshalReply(resp)
+		if err == nil && int64(len(msg.Data)) > s.nc.MaxPayload() {
+			err = errReplyTooLarge(len(msg.Data), s.nc.MaxPayload())
+		}
+	}
+	if err != nil {
+		code, desc := errorReply(err)
+		msg.Data = nil
+		msg.Header = nats.Header{
+			micro.ErrorCodeHeader: []string{code},
+			micro.ErrorHeader:     []string{desc},
+		}
+	}
+	if perr := s.nc.PublishMsg(msg); perr != nil {
+		s.log.Warn("cannot send reply", "subject", subject, "error", perr)
+	}
+}
+
+func marshalReply(resp proto.Message) ([]byte, error) {
+	if resp == nil {
+		return nil, nil
+	}
+	b, err := proto.Marshal(resp)
+	if err != nil {
+		return nil, fmt.Errorf("revd: cannot encode %s: %w", resp.ProtoReflect().Descriptor().FullName(), err)
+	}
+	return b, nil
+}
+
+// unary adapts a typed call (kv.Put, status, ...) to a payload-in,
+// message-out call.
+func unary[Req any, Resp proto.Message, PReq interface {
+	*Req
+	proto.Message
+}](fn func(context.Context, PReq) (Resp, error)) call {
+	return func(ctx context.Context, payload []byte) (proto.Message, error) {
+		req := PReq(new(Req))
+		if err := proto.Unmarshal(payload, req); err != nil {
+			return nil, errBadPayload(req, err)
+		}
+		resp, err := fn(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if !resp.ProtoReflect().IsValid() { // a nil response: reply with an empty one
+			return nil, nil
+		}
+		return resp, nil
+	}
+}
+
+func endpointName(endpoint string) string {
+	b := []byte(endpoint)
+	for i, c := range b {
+		if c == '.' {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}

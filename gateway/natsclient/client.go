@@ -1,0 +1,175 @@
+// Package natsclient is a Go client for revd's NATS front door (package
+// revd/gateway/natsapi). Its methods take and return the etcd messages of
+// go.etcd.io/etcd/api/v3/etcdserverpb, like the KV and Maintenance gRPC
+// clients, and its errors compare equal to the values etcd's clientv3
+// returns: a server-side "key is not provided" is rpctypes.ErrEmptyKey, a
+// read below the compaction is rpctypes.ErrCompacted, and so on.
+//
+// Errors:
+//   - an error reply from revd: rpctypes.Error(status.Error(code, message)),
+//     i.e. an rpctypes.EtcdError for every message etcd's client knows and a
+//     gRPC status error otherwise (use status.Code to read its code);
+//   - nobody serving the subject: an error matching ErrNoServer and
+//     nats.ErrNoResponders, reading "natsclient: no revd server is serving
+//     <subject>";
+//   - the context or Options.Timeout expiring: an error wrapping
+//     context.DeadlineExceeded (or context.Canceled);
+//   - other NATS failures (closed connection, message larger than
+//     max_payload, ...): the nats.go error, wrapped with the subject;
+//   - a reply that does not decode: ErrBadReply, wrapped.
+package natsclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// DefaultSubjectPrefix and the endpoint names are those of package natsapi
+// (repeated here so that clients do not link the NATS server).
+const (
+	DefaultSubjectPrefix = "revd"
+	DefaultTimeout       = 5 * time.Second
+
+	endpointRange       = "kv.range"
+	endpointPut         = "kv.put"
+	endpointDeleteRange = "kv.delete_range"
+	endpointTxn         = "kv.txn"
+	endpointCompact     = "kv.compact"
+	endpointStatus      = "maintenance.status"
+)
+
+// Options configures New. The zero value uses the defaults.
+type Options struct {
+	// SubjectPrefix must match the server's natsapi.Options.SubjectPrefix.
+	// Default DefaultSubjectPrefix ("revd").
+	SubjectPrefix string
+
+	// Timeout bounds each call, in addition to the caller's context.
+	// Default DefaultTimeout.
+	Timeout time.Duration
+}
+
+// ErrNoServer matches (errors.Is) the error returned when no revd server
+// subscribes to the request's subject.
+var ErrNoServer = errors.New("natsclient: no revd server")
+
+// ErrBadReply matches the error returned when a reply cannot be decoded.
+var ErrBadReply = errors.New("natsclient: bad reply")
+
+// Client calls revd over a NATS connection. It is safe for concurrent use;
+// it does not own the connection.
+type Client struct {
+	nc      *nats.Conn
+	prefix  string
+	timeout time.Duration
+}
+
+// New returns a client that sends requests over nc.
+func New(nc *nats.Conn, opts Options) *Client {
+	if opts.SubjectPrefix == "" {
+		opts.SubjectPrefix = DefaultSubjectPrefix
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	return &Client{nc: nc, prefix: opts.SubjectPrefix, timeout: opts.Timeout}
+}
+
+// Range gets the keys in a range (KV.Range).
+func (c *Client) Range(ctx context.Context, req *pb.RangeRequest) (*pb.RangeResponse, error) {
+	return do[pb.RangeResponse](ctx, c, endpointRange, req)
+}
+
+// Put puts a key (KV.Put).
+func (c *Client) Put(ctx context.Context, req *pb.PutRequest) (*pb.PutResponse, error) {
+	return do[pb.PutResponse](ctx, c, endpointPut, req)
+}
+
+// DeleteRange deletes the keys in a range (KV.DeleteRange).
+func (c *Client) DeleteRange(ctx context.Context, req *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
+	return do[pb.DeleteRangeResponse](ctx, c, endpointDeleteRange, req)
+}
+
+// Txn runs a transaction (KV.Txn).
+func (c *Client) Txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, error) {
+	return do[pb.TxnResponse](ctx, c, endpointTxn, req)
+}
+
+// Compact compacts the key-value history (KV.Compact).
+func (c *Client) Compact(ctx context.Context, req *pb.CompactionRequest) (*pb.CompactionResponse, error) {
+	return do[pb.CompactionResponse](ctx, c, endpointCompact, req)
+}
+
+// Status reports the server's status (Maintenance.Status).
+func (c *Client) Status(ctx context.Context, req *pb.StatusRequest) (*pb.StatusResponse, error) {
+	return do[pb.StatusResponse](ctx, c, endpointStatus, req)
+}
+
+func (c *Client) subject(endpoint string) string { return c.prefix + "." + endpoint }
+
+func do[Resp any, PResp interface {
+	*Resp
+	proto.Message
+}](ctx context.Context, c *Client, endpoint string, req proto.Message) (PResp, error) {
+	subject := c.subject(endpoint)
+	data, err := proto.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("natsclient: %s: encode request: %w", subject, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	msg, err := c.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: data})
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			return nil, &noServerError{subject: subject}
+		}
+		return nil, fmt.Errorf("natsclient: %s: %w", subject, err)
+	}
+	if err := replyError(subject, msg); err != nil {
+		return nil, err
+	}
+	resp := PResp(new(Resp))
+	if err := proto.Unmarshal(msg.Data, resp); err != nil {
+		return nil, fmt.Errorf("%w from %s: %v", ErrBadReply, subject, err)
+	}
+	return resp, nil
+}
+
+// replyError decodes a micro error reply into the error etcd's clientv3
+// would return for the same gRPC status.
+func replyError(subject string, msg *nats.Msg) error {
+	if msg.Header == nil {
+		return nil
+	}
+	code := msg.Header.Get(micro.ErrorCodeHeader)
+	if code == "" {
+		return nil
+	}
+	desc := msg.Header.Get(micro.ErrorHeader)
+	n, err := strconv.ParseUint(code, 10, 32)
+	if err != nil {
+		return fmt.Errorf("%w from %s: error code %q is not a gRPC code (%s)", ErrBadReply, subject, code, desc)
+	}
+	return rpctypes.Error(status.Error(codes.Code(n), desc))
+}
+
+type noServerError struct{ subject string }
+
+func (e *noServerError) Error() string {
+	return "natsclient: no revd server is serving " + e.subject
+}
+
+func (e *noServerError) Is(target error) bool {
+	return target == ErrNoServer || target == nats.ErrNoResponders
+}
