@@ -1,0 +1,302 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+)
+
+// Exit codes, those of etcdctl (go.etcd.io/etcd/pkg/v3/cobrautl).
+const (
+	exitSuccess       = 0
+	exitError         = 1   // the request failed; also bad flags
+	exitBadConnection = 2   // cannot connect to NATS
+	exitInvalidInput  = 3   // txn input that does not parse
+	exitBadFeature    = 4   // a valid flag with an unsupported value
+	exitBadArgs       = 128 // wrong arguments
+)
+
+// exitErr is an error with the exit code it calls for; other errors exit
+// with exitError.
+type exitErr struct {
+	code int
+	err  error
+}
+
+func (e *exitErr) Error() string { return e.err.Error() }
+func (e *exitErr) Unwrap() error { return e.err }
+
+func exitErrorf(code int, format string, a ...any) error {
+	return &exitErr{code: code, err: fmt.Errorf(format, a...)}
+}
+
+// kvClient is what revctl needs from revd; *natsclient.Client has it.
+type kvClient interface {
+	Range(context.Context, *pb.RangeRequest) (*pb.RangeResponse, error)
+	Put(context.Context, *pb.PutRequest) (*pb.PutResponse, error)
+	DeleteRange(context.Context, *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error)
+	Txn(context.Context, *pb.TxnRequest) (*pb.TxnResponse, error)
+	Compact(context.Context, *pb.CompactionRequest) (*pb.CompactionResponse, error)
+	Status(context.Context, *pb.StatusRequest) (*pb.StatusResponse, error)
+}
+
+// globalFlags apply to every command (etcdctl's persistent flags).
+type globalFlags struct {
+	natsURL       string
+	subjectPrefix string
+	timeout       time.Duration
+	dialTimeout   time.Duration
+	writeOut      string
+	hex           bool
+}
+
+const (
+	defaultNATSURL     = "nats://127.0.0.1:4222"
+	defaultTimeout     = 5 * time.Second
+	defaultDialTimeout = 2 * time.Second
+)
+
+func (g *globalFlags) define(fs *flagSet) {
+	fs.fs.StringVar(&g.natsURL, "nats-url", defaultNATSURL, "NATS server URL(s), comma separated")
+	fs.fs.StringVar(&g.subjectPrefix, "subject-prefix", "revd", "first token of revd's NATS subjects")
+	fs.fs.DurationVar(&g.timeout, "timeout", defaultTimeout, "timeout for each request")
+	fs.fs.DurationVar(&g.timeout, "command-timeout", defaultTimeout, "same as --timeout (etcdctl's name)")
+	fs.fs.DurationVar(&g.dialTimeout, "dial-timeout", defaultDialTimeout, "timeout for connecting to NATS")
+	fs.fs.StringVar(&g.writeOut, "write-out", "simple", "output format (simple, json, fields, protobuf, table)")
+	fs.shorthand('w', "write-out")
+	fs.fs.BoolVar(&g.hex, "hex", false, "print keys and values as hex encoded strings")
+}
+
+// runner runs one revctl command line. Its fields are the process's
+// environment, so tests can run the real command code against an
+// in-process revd.
+type runner struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+
+	// connect returns a client for the global flags and a function that
+	// releases it. main dials NATS; tests hand in their own client.
+	connect func(globalFlags) (kvClient, func(), error)
+
+	// sleep waits out del's two-second range warning; tests skip it.
+	sleep func(time.Duration)
+
+	g       globalFlags
+	display printer
+	kv      kvClient
+	release func()
+}
+
+// command is one revctl command. setup defines the command's flags on fs
+// and returns the function that runs it with the positional arguments.
+type command struct {
+	name, use, short string
+	setup            func(r *runner, fs *flagSet) func(args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"get", "get [options] <key> [range_end]", "Gets the key or a range of keys", getCommand},
+		{"put", "put [options] <key> <value> (<value> can also be given from stdin)", "Puts the given key into the store", putCommand},
+		{"del", "del [options] <key> [range_end]", "Removes the specified key or range of keys [key, range_end)", delCommand},
+		{"txn", "txn [options]", "Txn processes all the requests in one transaction", txnCommand},
+		{"compaction", "compaction [options] <revision>", "Compacts the event history in revd", compactionCommand},
+		{"endpoint", "endpoint status", "Endpoint related commands", endpointCommand},
+	}
+}
+
+// run runs the command line args (without the program name) and returns
+// the process exit code.
+func (r *runner) run(args []string) int {
+	defer func() {
+		if r.release != nil {
+			r.release()
+		}
+	}()
+	if err := r.dispatch(args); err != nil {
+		if !errors.Is(err, errSilent) {
+			fmt.Fprintln(r.stderr, "Error:", err)
+		}
+		var e *exitErr
+		if errors.As(err, &e) {
+			return e.code
+		}
+		return exitError
+	}
+	return exitSuccess
+}
+
+func (r *runner) dispatch(args []string) error {
+	name, rest, err := splitCommand(args)
+	if err != nil {
+		return err
+	}
+	if name == "" || name == "help" {
+		r.usage(rest)
+		return nil
+	}
+	cmd, err := findCommand(name)
+	if err != nil {
+		return err
+	}
+
+	fs := newFlagSet(cmd.name)
+	r.g.define(fs)
+	var help bool
+	fs.fs.BoolVar(&help, "help", false, "help for "+cmd.name)
+	fs.shorthand('h', "help")
+	run := cmd.setup(r, fs)
+	pos, err := fs.parse(rest)
+	if err != nil {
+		return err
+	}
+	if help {
+		r.commandUsage(cmd, fs)
+		return nil
+	}
+	if r.display = newPrinter(r.g.writeOut, r.stdout, r.stderr, r.g.hex); r.display == nil {
+		return exitErrorf(exitBadFeature, "unsupported output format")
+	}
+	return run(pos)
+}
+
+// globalValueFlags are the global flags that take a value, for finding the
+// command name behind them.
+var globalValueFlags = map[string]bool{
+	"nats-url": true, "subject-prefix": true, "timeout": true, "command-timeout": true,
+	"dial-timeout": true, "write-out": true, "w": true,
+}
+
+// splitCommand finds the command name: the first argument that is neither
+// a flag nor a global flag's value. It returns the other arguments.
+func splitCommand(args []string) (name string, rest []string, err error) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return "", nil, errors.New("no command given before --")
+		case a == "-h" || a == "--help":
+			return "help", nil, nil
+		case strings.HasPrefix(a, "--"):
+			if n, _, hasVal := strings.Cut(a[2:], "="); !hasVal && globalValueFlags[n] {
+				i++
+			}
+		case a == "-w":
+			i++
+		case strings.HasPrefix(a, "-") && len(a) > 1:
+			// -wjson or an unknown flag: left to the command's parser.
+		default:
+			rest = append(append(rest, args[:i]...), args[i+1:]...)
+			return a, rest, nil
+		}
+	}
+	return "", nil, nil
+}
+
+// findCommand looks name up exactly, then as an unambiguous prefix (etcdctl
+// enables cobra's prefix matching).
+func findCommand(name string) (command, error) {
+	var matches []command
+	for _, c := range commands() {
+		if c.name == name {
+			return c, nil
+		}
+		if strings.HasPrefix(c.name, name) {
+			matches = append(matches, c)
+		}
+	}
+	if len(matches) == 1 {
+		return matches[0], nil
+	}
+	return command{}, fmt.Errorf("unknown command %q for \"revctl\"", name)
+}
+
+// client connects on first use, after the command checked its arguments
+// (as etcdctl does).
+func (r *runner) client() (kvClient, error) {
+	if r.kv != nil {
+		return r.kv, nil
+	}
+	kv, release, err := r.connect(r.g)
+	if err != nil {
+		return nil, &exitErr{code: exitBadConnection, err: err}
+	}
+	r.kv, r.release = kv, release
+	return kv, nil
+}
+
+// ctx is the context of one request: --timeout from now.
+func (r *runner) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), r.g.timeout)
+}
+
+func (r *runner) usage(args []string) {
+	if len(args) > 0 {
+		if cmd, err := findCommand(args[0]); err == nil {
+			fs := newFlagSet(cmd.name)
+			cmd.setup(r, fs)
+			r.commandUsage(cmd, fs)
+			return
+		}
+	}
+	w := r.stdout
+	fmt.Fprintln(w, "revctl: a command line client for revd over NATS, in the manner of etcdctl.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage:\n  revctl [global options] <command> [options] [arguments]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.short)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Global options:")
+	fs := newFlagSet("revctl")
+	(&globalFlags{}).define(fs)
+	printFlags(w, fs)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, `Use "revctl help <command>" or "revctl <command> --help" for a command's options.`)
+}
+
+func (r *runner) commandUsage(cmd command, fs *flagSet) {
+	w := r.stdout
+	fmt.Fprintf(w, "%s\n\nUsage:\n  revctl %s\n\nOptions:\n", cmd.short, cmd.use)
+	global := newFlagSet("")
+	(&globalFlags{}).define(global)
+	local := newFlagSet(cmd.name)
+	fs.fs.VisitAll(func(f *flag.Flag) {
+		if global.fs.Lookup(f.Name) == nil && f.Name != "help" {
+			local.fs.Var(f.Value, f.Name, f.Usage)
+		}
+	})
+	printFlags(w, local)
+	fmt.Fprintln(w, "\nGlobal options: see \"revctl help\".")
+}
+
+func printFlags(w io.Writer, fs *flagSet) {
+	var names []string
+	fs.fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	sort.Strings(names)
+	short := map[string]byte{}
+	for c, n := range fs.short {
+		short[n] = c
+	}
+	for _, n := range names {
+		f := fs.fs.Lookup(n)
+		spell := "    --" + n
+		if c, ok := short[n]; ok {
+			spell = fmt.Sprintf("-%c, --%s", c, n)
+		}
+		def := ""
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+			def = fmt.Sprintf(" (default %q)", f.DefValue)
+		}
+		fmt.Fprintf(w, "  %-26s %s%s\n", spell, f.Usage, def)
+	}
+}

@@ -1,0 +1,44 @@
+// Command revctl is a command line client for revd over NATS, in the
+// manner of etcdctl: the same commands, flags, output formats and exit
+// codes for get, put, del, txn, compaction and endpoint status, with
+// --nats-url in place of --endpoints.
+//
+//	revctl put foo bar
+//	revctl get foo --prefix -w json
+//	revctl txn -i
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"revd/gateway/natsclient"
+)
+
+func main() {
+	r := &runner{
+		stdin:   os.Stdin,
+		stdout:  os.Stdout,
+		stderr:  os.Stderr,
+		connect: connectNATS,
+		sleep:   time.Sleep,
+	}
+	os.Exit(r.run(os.Args[1:]))
+}
+
+// connectNATS connects to the NATS server(s) of --nats-url.
+func connectNATS(g globalFlags) (kvClient, func(), error) {
+	nc, err := nats.Connect(g.natsURL,
+		nats.Name("revctl"),
+		nats.Timeout(g.dialTimeout),
+		nats.NoReconnect(),
+	)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot connect to NATS at %s: %w", g.natsURL, err)
+	}
+	c := natsclient.New(nc, natsclient.Options{SubjectPrefix: g.subjectPrefix, Timeout: g.timeout})
+	return c, nc.Close, nil
+}
