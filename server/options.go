@@ -2,6 +2,9 @@ package server
 
 import (
 	"log/slog"
+	"time"
+
+	"revd/actors/watch"
 )
 
 // DefaultMaxRequestBytes is etcd's default request size limit (1.5 MiB).
@@ -25,6 +28,20 @@ type Options struct {
 	Splits [][]byte
 	// Logger receives the server's logs. Default: discard.
 	Logger *slog.Logger
+
+	// Feed carries durable commits to the watch hub (and any other
+	// subscriber). Default: an in-process watch.LocalFeed; revd passes a
+	// NATS feed (gateway/natsapi).
+	Feed watch.Feed
+	// WatchProgressInterval is how often idle progress_notify watchers are
+	// told the current revision. Default 10 minutes, as etcd.
+	WatchProgressInterval time.Duration
+	// WatchStreamEvents bounds the events buffered for one watch stream.
+	// Default 10000.
+	WatchStreamEvents int64
+	// WatchServerEvents bounds the events buffered for all watch streams
+	// together. Default 1000000.
+	WatchServerEvents int64
 }
 
 func (o Options) withDefaults() Options {
@@ -36,6 +53,15 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Feed == nil {
+		o.Feed = &watch.LocalFeed{}
+	}
+	if o.WatchStreamEvents <= 0 {
+		o.WatchStreamEvents = 10000
+	}
+	if o.WatchServerEvents <= 0 {
+		o.WatchServerEvents = 1000000
 	}
 	return o
 }

@@ -12,6 +12,7 @@ import (
 
 	"revd/actors/sequencer"
 	"revd/actors/shard"
+	"revd/actors/watch"
 	"revd/journal"
 	"revd/projections/mvcc"
 )
@@ -32,6 +33,10 @@ type Server struct {
 	seqPID *actor.PID
 	set    *shard.Set
 	comp   *compactor
+
+	hubPID      *actor.PID
+	watchBudget *watch.Budget
+	unsubFeed   func()
 
 	// committed is the newest durable revision; compactRev the newest
 	// durable compaction (-1: none). Both move on the writer goroutine
@@ -80,6 +85,10 @@ func New(opts Options) (*Server, error) {
 		OnFail:   s.onFail,
 	})
 	s.seqPID = s.system.Root.Spawn(seq.Props())
+	if err := s.startWatch(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	s.comp = newCompactor(j, opts.Logger.With("component", "compactor"))
 	if compactRev > j.BaseRev() {
 		s.comp.schedule(compactRev)
@@ -106,6 +115,7 @@ func (s *Server) onCommit(b *sequencer.Batch) {
 		s.set.DispatchCompact(s.system.Root, b.CompactRev)
 		s.comp.schedule(b.CompactRev)
 	}
+	s.publish(b)
 }
 
 // onFail stops writes for good: the sequencer's state is ahead of a journal
@@ -120,9 +130,19 @@ func (s *Server) onFail(err error) {
 func (s *Server) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
-		_ = s.system.Root.StopFuture(s.seqPID).Wait()
+		if s.unsubFeed != nil {
+			s.unsubFeed()
+		}
+		if s.seqPID != nil {
+			_ = s.system.Root.StopFuture(s.seqPID).Wait()
+		}
+		if s.hubPID != nil {
+			_ = s.system.Root.StopFuture(s.hubPID).Wait()
+		}
 		s.set.Stop(s.system.Root)
-		s.comp.close()
+		if s.comp != nil {
+			s.comp.close()
+		}
 		s.system.Shutdown()
 		err = s.j.Close()
 	})

@@ -45,7 +45,7 @@ func New(srv *server.Server, opts Options) *grpc.Server {
 	)
 	pb.RegisterKVServer(gs, srv)
 	pb.RegisterMaintenanceServer(gs, &maintenance{srv: srv})
-	pb.RegisterWatchServer(gs, pb.UnimplementedWatchServer{})
+	pb.RegisterWatchServer(gs, &watchServer{srv: srv})
 	pb.RegisterLeaseServer(gs, pb.UnimplementedLeaseServer{})
 	pb.RegisterClusterServer(gs, pb.UnimplementedClusterServer{})
 	pb.RegisterAuthServer(gs, pb.UnimplementedAuthServer{})

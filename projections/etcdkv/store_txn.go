@@ -49,12 +49,13 @@ func (t *StoreTxn) Count(key, end []byte, rev int64) (int64, error) {
 func (t *StoreTxn) Put(key, value []byte, lease int64) int64 {
 	rev := t.begin + 1
 	create, ver := rev, int64(1)
-	if prev := t.st.Get(key); prev != nil {
+	prev := t.st.Get(key)
+	if prev != nil {
 		create, ver = prev.CreateRevision, prev.Version+1
 	}
 	kv := &mvccpb.KeyValue{Key: key, Value: value, CreateRevision: create, ModRevision: rev, Version: ver, Lease: lease}
 	t.st.Put(kv)
-	t.changes = append(t.changes, &mvccpb.Event{Type: mvccpb.Event_PUT, Kv: kv})
+	t.changes = append(t.changes, &mvccpb.Event{Type: mvccpb.Event_PUT, Kv: kv, PrevKv: prev})
 	return rev
 }
 
@@ -67,7 +68,7 @@ func (t *StoreTxn) DeleteRange(key, end []byte) (int64, int64) {
 	rev := t.begin + 1
 	for _, kv := range kvs {
 		t.st.Tombstone(kv.Key, rev)
-		t.changes = append(t.changes, &mvccpb.Event{Type: mvccpb.Event_DELETE, Kv: &mvccpb.KeyValue{Key: kv.Key, ModRevision: rev}})
+		t.changes = append(t.changes, &mvccpb.Event{Type: mvccpb.Event_DELETE, Kv: &mvccpb.KeyValue{Key: kv.Key, ModRevision: rev}, PrevKv: kv})
 	}
 	return int64(len(kvs)), t.Rev()
 }
@@ -75,5 +76,7 @@ func (t *StoreTxn) DeleteRange(key, end []byte) (int64, int64) {
 // Changed reports whether the transaction wrote anything.
 func (t *StoreTxn) Changed() bool { return len(t.changes) > 0 }
 
-// Events are the changes made, in order: the events of revision Rev().
+// Events are the changes made, in order: the events of revision Rev(). Each
+// carries the key's previous pair in PrevKv (nil if it did not exist), for
+// watchers that ask for prev_kv; the journal does not store it.
 func (t *StoreTxn) Events() []*mvccpb.Event { return t.changes }

@@ -1,0 +1,265 @@
+package watch
+
+import (
+	"iter"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"revd/journal"
+)
+
+// Commit is one durable batch as the commit feed carries it: its revisions,
+// in order, and the compaction it accepted (0: none).
+type Commit struct {
+	Records    []journal.Record
+	CompactRev int64
+}
+
+// History is the journal as the hub reads it to catch watchers up.
+type History interface {
+	Records(from, to int64) iter.Seq2[journal.Record, error]
+	BaseRev() int64
+	Base() iter.Seq2[*mvccpb.KeyValue, error]
+}
+
+// PrevLookup returns the value key had at revision rev (nil if none, or if
+// rev is compacted), for prev_kv on events read back from the journal.
+type PrevLookup func(key []byte, rev int64) *mvccpb.KeyValue
+
+// HubOptions configure NewHub. History is required.
+type HubOptions struct {
+	History History
+	// Prev looks up prev_kv for catch-up events. nil: catch-up events carry
+	// no prev_kv.
+	Prev PrevLookup
+	// Rev is the revision the hub starts at (the server's committed
+	// revision); CompactRev the compaction revision then (-1: none).
+	Rev, CompactRev int64
+	// MaxRevsPerSync bounds the revisions read for one sync round.
+	// Default 1000 (etcd's watchBatchMaxRevs).
+	MaxRevsPerSync int64
+	// MaxWatchersPerSync bounds the watchers caught up in one round.
+	// Default 512 (etcd's maxWatchersPerSync).
+	MaxWatchersPerSync int
+	// SyncInterval is how often unsynced watchers are worked on when
+	// nothing else triggers it. Default 100ms (etcd's).
+	SyncInterval time.Duration
+	// ProgressInterval is how often idle progress_notify watchers get a
+	// progress response. Default 10 minutes (etcd's default).
+	ProgressInterval time.Duration
+	// Logger for journal read failures. Default: discard.
+	Logger *slog.Logger
+}
+
+// Hub is the actor owning every watcher; see the package doc.
+type Hub struct {
+	opts       HubOptions
+	log        *slog.Logger
+	rev        int64
+	compactRev int64
+	synced     *group
+	unsynced   map[*watcher]struct{}
+	progress   map[*watcher]struct{} // progress_notify watchers
+	deferred   map[*Stream]struct{}  // progress requests waiting for sync
+	stop       chan struct{}
+}
+
+// Messages the hub takes.
+type (
+	register   struct{ w *watcher }
+	unregister struct{ w *watcher }
+	progressRq struct{ s *Stream }
+	syncTick   struct{}
+	syncNow    struct{}
+	progTick   struct{}
+)
+
+// NewHub returns a hub; spawn it with Props.
+func NewHub(opts HubOptions) *Hub {
+	if opts.MaxRevsPerSync <= 0 {
+		opts.MaxRevsPerSync = 1000
+	}
+	if opts.MaxWatchersPerSync <= 0 {
+		opts.MaxWatchersPerSync = 512
+	}
+	if opts.SyncInterval <= 0 {
+		opts.SyncInterval = 100 * time.Millisecond
+	}
+	if opts.ProgressInterval <= 0 {
+		opts.ProgressInterval = 10 * time.Minute
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Hub{
+		opts: opts, log: opts.Logger, rev: opts.Rev, compactRev: opts.CompactRev,
+		synced: newGroup(), unsynced: map[*watcher]struct{}{}, progress: map[*watcher]struct{}{},
+		deferred: map[*Stream]struct{}{}, stop: make(chan struct{}),
+	}
+}
+
+// Props returns props spawning h.
+func (h *Hub) Props() *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return h })
+}
+
+// Receive implements actor.Actor.
+func (h *Hub) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		go h.tick(ctx.ActorSystem().Root, ctx.Self())
+	case *actor.Stopping:
+		close(h.stop)
+	case *Commit:
+		h.onCommit(m)
+	case *register:
+		if h.onRegister(m.w) && h.syncRound() {
+			ctx.Send(ctx.Self(), &syncNow{})
+		}
+	case *unregister:
+		h.remove(m.w)
+	case *progressRq:
+		h.onProgressRequest(m.s)
+	case *syncTick, *syncNow:
+		if h.syncRound() {
+			ctx.Send(ctx.Self(), &syncNow{})
+		}
+	case *progTick:
+		h.notifyProgress()
+	}
+}
+
+func (h *Hub) tick(root *actor.RootContext, self *actor.PID) {
+	st := time.NewTicker(h.opts.SyncInterval)
+	pt := time.NewTicker(h.opts.ProgressInterval)
+	defer st.Stop()
+	defer pt.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-st.C:
+			root.Send(self, &syncTick{})
+		case <-pt.C:
+			root.Send(self, &progTick{})
+		}
+	}
+}
+
+// onRegister places a new watcher: synced if it starts after the hub's
+// revision (it waits for the feed), unsynced otherwise (the journal has
+// what it needs, or it is compacted).
+// It reports whether the watcher is unsynced.
+func (h *Hub) onRegister(w *watcher) bool {
+	if w.canceled.Load() {
+		return false
+	}
+	if w.progress {
+		h.progress[w] = struct{}{}
+	}
+	if w.next > h.rev {
+		w.synced = true
+		h.synced.add(w)
+		return false
+	}
+	h.unsynced[w] = struct{}{}
+	w.stream.unsynced++
+	return true
+}
+
+func (h *Hub) remove(w *watcher) {
+	delete(h.progress, w)
+	if w.synced {
+		h.synced.remove(w)
+		w.synced = false
+		return
+	}
+	if _, ok := h.unsynced[w]; ok {
+		delete(h.unsynced, w)
+		w.stream.unsynced--
+		h.checkDeferred(w.stream)
+	}
+}
+
+// makeUnsynced turns a synced watcher that missed revision rev into an
+// unsynced one that will be caught up from rev.
+func (h *Hub) makeUnsynced(w *watcher, rev int64) {
+	h.synced.remove(w)
+	w.synced = false
+	w.next = rev
+	h.unsynced[w] = struct{}{}
+	w.stream.unsynced++
+}
+
+func (h *Hub) onCommit(c *Commit) {
+	for i := range c.Records {
+		rec := &c.Records[i]
+		if rec.Revision <= h.rev {
+			continue // already seen (the feed may repeat after a gap fill)
+		}
+		if rec.Revision > h.rev+1 {
+			// The feed lost something: fill the gap from the journal.
+			if !h.fillGap(rec.Revision - 1) {
+				return
+			}
+		}
+		h.deliverLive(rec)
+		h.rev = rec.Revision
+	}
+	if c.CompactRev > h.compactRev {
+		h.compactRev = c.CompactRev
+	}
+	if len(h.deferred) > 0 {
+		for s := range h.deferred {
+			h.checkDeferred(s)
+		}
+	}
+}
+
+// fillGap replays (h.rev, to] from the journal as if it had come from the
+// feed. It reports false if the journal could not be read.
+func (h *Hub) fillGap(to int64) bool {
+	for rec, err := range h.opts.History.Records(h.rev+1, to) {
+		if err != nil {
+			h.log.Error("watch: reading the journal to fill a feed gap", "from", h.rev+1, "to", to, "err", err)
+			return false
+		}
+		h.deliverLive(&rec)
+		h.rev = rec.Revision
+	}
+	return h.rev == to
+}
+
+// deliverLive sends one revision's events to the synced watchers they match:
+// one response per watcher, the events in operation order.
+func (h *Hub) deliverLive(rec *journal.Record) {
+	if h.synced.len() == 0 {
+		return
+	}
+	var order []*watcher
+	per := map[*watcher][]*mvccpb.Event{}
+	for _, ev := range rec.Events {
+		h.synced.match(ev.Kv.Key, func(w *watcher) {
+			if w.next > rec.Revision || !w.wants(ev) {
+				return
+			}
+			if _, ok := per[w]; !ok {
+				order = append(order, w)
+			}
+			per[w] = append(per[w], w.event(ev))
+		})
+	}
+	for _, w := range order {
+		resp := &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: rec.Revision}, WatchId: w.id, Events: per[w]}
+		if w.stream.offer(w, resp) {
+			w.next = rec.Revision + 1
+			w.sentEvents = true
+		} else {
+			h.makeUnsynced(w, rec.Revision)
+		}
+	}
+}

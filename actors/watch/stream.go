@@ -1,0 +1,354 @@
+package watch
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// ErrDuplicateWatchID is etcd's cancel reason for a watch id already in use
+// on the stream.
+const ErrDuplicateWatchID = "mvcc: duplicate watch ID provided on the WatchStream"
+
+// Sink sends responses to the client: a gRPC stream or a NATS subject.
+type Sink interface {
+	Send(*pb.WatchResponse) error
+}
+
+// Budget bounds the events buffered for clients across every stream of a
+// server. A stream that would go over it (or over its own bound) gets no
+// more responses from the hub: its watchers fall behind (become unsynced)
+// and are caught up from the journal once it drains.
+type Budget struct {
+	Limit int64
+	used  atomic.Int64
+}
+
+// Used is the number of events buffered now.
+func (b *Budget) Used() int64 { return b.used.Load() }
+
+// StreamOptions configure NewStream. Hub, Root, Sink and Rev are required.
+type StreamOptions struct {
+	Hub  *actor.PID
+	Root *actor.RootContext
+	Sink Sink
+	// Rev returns the server's committed revision: the header of created and
+	// canceled responses, and the start of a watch with start_revision 0
+	// (the next revision).
+	Rev func() int64
+	// Fill completes response headers (cluster id, member id, raft term).
+	Fill func(*pb.ResponseHeader)
+	// MaxPendingEvents bounds the events queued on this stream. Default
+	// 10000.
+	MaxPendingEvents int64
+	// Budget is the server-wide bound; nil: none.
+	Budget *Budget
+	// MaxResponseBytes is the size above which responses of watches that
+	// asked for fragment are split (etcd uses --max-request-bytes).
+	// Default 1.5 MiB.
+	MaxResponseBytes int
+}
+
+// Stream is one client's watch session; see the package doc. Handle and
+// Close may be called from any goroutine; Run sends.
+type Stream struct {
+	opts StreamOptions
+
+	mu       sync.Mutex
+	cond     sync.Cond
+	queue    []item
+	pending  int64 // events queued
+	closed   bool
+	watchers map[int64]*watcher
+	nextID   int64
+
+	unsynced int // hub state: this stream's unsynced watchers
+}
+
+type item struct {
+	w      *watcher // nil for control responses
+	resp   *pb.WatchResponse
+	events int64
+}
+
+// NewStream returns a stream; run its sender with Run.
+func NewStream(opts StreamOptions) *Stream {
+	if opts.MaxPendingEvents <= 0 {
+		opts.MaxPendingEvents = 10000
+	}
+	if opts.MaxResponseBytes <= 0 {
+		opts.MaxResponseBytes = 1536 * 1024
+	}
+	if opts.Fill == nil {
+		opts.Fill = func(*pb.ResponseHeader) {}
+	}
+	s := &Stream{opts: opts, watchers: map[int64]*watcher{}}
+	s.cond.L = &s.mu
+	return s
+}
+
+// Handle takes one request from the client.
+func (s *Stream) Handle(req *pb.WatchRequest) {
+	switch r := req.RequestUnion.(type) {
+	case *pb.WatchRequest_CreateRequest:
+		if r.CreateRequest != nil {
+			s.create(r.CreateRequest)
+		}
+	case *pb.WatchRequest_CancelRequest:
+		if r.CancelRequest != nil {
+			s.cancel(r.CancelRequest.WatchId)
+		}
+	case *pb.WatchRequest_ProgressRequest:
+		if r.ProgressRequest != nil {
+			s.opts.Root.Send(s.opts.Hub, &progressRq{s: s})
+		}
+	}
+}
+
+// create registers a watch, as etcd's watch server does: an empty key is
+// "\x00", range_end "\x00" means every key from key on, start_revision 0
+// means the next revision; the created response goes out before any event.
+func (s *Stream) create(cr *pb.WatchCreateRequest) {
+	c := &pb.WatchCreateRequest{
+		Key: cr.Key, RangeEnd: cr.RangeEnd, StartRevision: cr.StartRevision, ProgressNotify: cr.ProgressNotify,
+		Filters: cr.Filters, PrevKv: cr.PrevKv, WatchId: cr.WatchId, Fragment: cr.Fragment,
+	}
+	if len(c.Key) == 0 {
+		c.Key = []byte{0}
+	}
+	switch {
+	case len(c.RangeEnd) == 0:
+		c.RangeEnd = nil
+	case len(c.RangeEnd) == 1 && c.RangeEnd[0] == 0:
+		c.RangeEnd = []byte{}
+	}
+	wsrev := s.opts.Rev()
+	start := c.StartRevision
+	if start == 0 {
+		start = wsrev + 1
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	id := c.WatchId
+	if id == 0 {
+		for s.watchers[s.nextID] != nil {
+			s.nextID++
+		}
+		id = s.nextID
+		s.nextID++
+	} else if s.watchers[id] != nil {
+		s.enqueueLocked(item{resp: &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: wsrev}, WatchId: id,
+			Created: true, Canceled: true, CancelReason: ErrDuplicateWatchID}})
+		s.mu.Unlock()
+		return
+	}
+	w := newWatcher(s, id, c, start)
+	s.watchers[id] = w
+	s.enqueueLocked(item{resp: &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: wsrev}, WatchId: id, Created: true}})
+	s.mu.Unlock()
+	s.opts.Root.Send(s.opts.Hub, &register{w: w})
+}
+
+// cancel ends a watch; an unknown id gets no answer, as in etcd.
+func (s *Stream) cancel(id int64) {
+	s.mu.Lock()
+	w := s.watchers[id]
+	if w == nil || s.closed {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.watchers, id)
+	w.canceled.Store(true)
+	s.enqueueLocked(item{resp: &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: s.opts.Rev()}, WatchId: id, Canceled: true}})
+	s.mu.Unlock()
+	s.opts.Root.Send(s.opts.Hub, &unregister{w: w})
+}
+
+// Close ends the session: every watch is removed from the hub and nothing
+// more is sent. Run returns once the queue is given up.
+func (s *Stream) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	ws := s.watchers
+	s.watchers = nil
+	s.release(s.queue)
+	s.queue = nil
+	s.mu.Unlock()
+	s.cond.Broadcast()
+	for _, w := range ws {
+		w.canceled.Store(true)
+		s.opts.Root.Send(s.opts.Hub, &unregister{w: w})
+	}
+}
+
+// Run sends queued responses until Close or a send error (returned).
+func (s *Stream) Run() error {
+	var spare []item
+	for {
+		s.mu.Lock()
+		for len(s.queue) == 0 && !s.closed {
+			s.cond.Wait()
+		}
+		if s.closed {
+			s.mu.Unlock()
+			return nil
+		}
+		items := s.queue
+		s.queue = spare[:0]
+		s.mu.Unlock()
+		for i, it := range items {
+			if it.w != nil && it.w.canceled.Load() {
+				s.mu.Lock()
+				s.release(items[i : i+1])
+				s.mu.Unlock()
+				continue
+			}
+			s.opts.Fill(it.resp.Header)
+			var err error
+			if it.w != nil && it.w.fragment {
+				err = sendFragments(it.resp, s.opts.MaxResponseBytes, s.opts.Sink.Send)
+			} else {
+				err = s.opts.Sink.Send(it.resp)
+			}
+			if err != nil {
+				s.mu.Lock()
+				s.release(items[i:])
+				s.mu.Unlock()
+				s.Close()
+				return err
+			}
+			s.mu.Lock()
+			s.release(items[i : i+1])
+			s.mu.Unlock()
+		}
+		clear(items)
+		spare = items
+	}
+}
+
+func (s *Stream) enqueueLocked(it item) {
+	s.queue = append(s.queue, it)
+	s.pending += it.events
+	if s.opts.Budget != nil {
+		s.opts.Budget.used.Add(it.events)
+	}
+	s.cond.Signal()
+}
+
+func (s *Stream) release(items []item) {
+	var n int64
+	for _, it := range items {
+		n += it.events
+	}
+	s.pending -= n
+	if s.opts.Budget != nil {
+		s.opts.Budget.used.Add(-n)
+	}
+}
+
+// hasRoom reports whether the stream takes events now (hub side).
+func (s *Stream) hasRoom() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.roomLocked(1)
+}
+
+func (s *Stream) roomLocked(n int64) bool {
+	if s.closed {
+		return true
+	}
+	if s.pending > 0 && s.pending+n > s.opts.MaxPendingEvents {
+		return false
+	}
+	if b := s.opts.Budget; b != nil && b.Limit > 0 && s.pending > 0 && b.used.Load()+n > b.Limit {
+		return false
+	}
+	return true
+}
+
+// offer queues a response for w if the stream has room (hub side). A stream
+// with nothing queued always takes one response, however large, so a big
+// revision cannot stall a watcher forever.
+func (s *Stream) offer(w *watcher, resp *pb.WatchResponse) bool {
+	n := max(int64(len(resp.Events)), 1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || w.canceled.Load() {
+		return true
+	}
+	if !s.roomLocked(n) {
+		return false
+	}
+	s.enqueueLocked(item{w: w, resp: resp, events: n})
+	return true
+}
+
+// control queues a response that is never refused (hub side): progress and
+// compaction notices.
+func (s *Stream) control(resp *pb.WatchResponse) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.enqueueLocked(item{resp: resp})
+	}
+}
+
+// compacted ends a watcher that fell below the compaction (hub side): what
+// was queued for it still goes out, then the canceled response.
+func (s *Stream) compacted(w *watcher, resp *pb.WatchResponse) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || w.canceled.Load() {
+		return
+	}
+	if s.watchers[w.id] == w {
+		delete(s.watchers, w.id)
+	}
+	s.enqueueLocked(item{resp: resp})
+}
+
+func (s *Stream) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// sendFragments splits a response larger than limit into several, each
+// marked fragment but the last, as etcd does for watches that ask for it.
+func sendFragments(wr *pb.WatchResponse, limit int, send func(*pb.WatchResponse) error) error {
+	if proto.Size(wr) < limit || len(wr.Events) < 2 {
+		return send(wr)
+	}
+	idx := 0
+	for {
+		cur := &pb.WatchResponse{Header: wr.Header, WatchId: wr.WatchId, CompactRevision: wr.CompactRevision,
+			Canceled: wr.Canceled, Created: wr.Created, CancelReason: wr.CancelReason, Fragment: true}
+		for _, ev := range wr.Events[idx:] {
+			cur.Events = append(cur.Events, ev)
+			if len(cur.Events) > 1 && proto.Size(cur) >= limit {
+				cur.Events = cur.Events[:len(cur.Events)-1]
+				break
+			}
+			idx++
+		}
+		if idx == len(wr.Events) {
+			cur.Fragment = false
+		}
+		if err := send(cur); err != nil {
+			return err
+		}
+		if !cur.Fragment {
+			return nil
+		}
+	}
+}

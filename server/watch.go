@@ -1,0 +1,79 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"revd/actors/sequencer"
+	"revd/actors/watch"
+	"revd/journal"
+)
+
+// NewWatchStream opens a watch session whose responses go to sink; the
+// caller feeds it the client's requests (Handle), runs its sender (Run) and
+// closes it when the client goes away.
+func (s *Server) NewWatchStream(sink watch.Sink) *watch.Stream {
+	return watch.NewStream(watch.StreamOptions{
+		Hub:              s.hubPID,
+		Root:             s.system.Root,
+		Sink:             sink,
+		Rev:              s.committed.Load,
+		Fill:             s.fill,
+		MaxPendingEvents: s.opts.WatchStreamEvents,
+		Budget:           s.watchBudget,
+		MaxResponseBytes: s.opts.MaxRequestBytes,
+	})
+}
+
+// startWatch spawns the watch hub and subscribes it to the commit feed.
+func (s *Server) startWatch() error {
+	s.watchBudget = &watch.Budget{Limit: s.opts.WatchServerEvents}
+	hub := watch.NewHub(watch.HubOptions{
+		History:          s.j,
+		Prev:             s.prevAt,
+		Rev:              s.committed.Load(),
+		CompactRev:       s.compactRev.Load(),
+		ProgressInterval: s.opts.WatchProgressInterval,
+		Logger:           s.log.With("component", "watch"),
+	})
+	s.hubPID = s.system.Root.Spawn(hub.Props())
+	unsub, err := s.opts.Feed.Subscribe(func(c *watch.Commit) { s.system.Root.Send(s.hubPID, c) })
+	if err != nil {
+		return err
+	}
+	s.unsubFeed = unsub
+	return nil
+}
+
+// publish puts a durable batch on the commit feed.
+func (s *Server) publish(b *sequencer.Batch) {
+	c := &watch.Commit{Records: make([]journal.Record, len(b.Records))}
+	for i, r := range b.Records {
+		c.Records[i] = journal.Record{Revision: r.Rev, Events: r.Events}
+	}
+	if b.Compact {
+		c.CompactRev = b.CompactRev
+	}
+	s.opts.Feed.Publish(c)
+}
+
+// prevAt returns key's value at rev, for prev_kv of events replayed from the
+// journal: nil if it had none or rev is compacted.
+func (s *Server) prevAt(key []byte, rev int64) *mvccpb.KeyValue {
+	if rev < 1 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tr := s.set.Tracker()
+	if err := tr.Wait(ctx, rev); err != nil {
+		return nil
+	}
+	kvs, _, err := s.set.View(tr.Visible(), s.compactRev.Load()).Range(key, nil, rev, 0)
+	if err != nil || len(kvs) == 0 {
+		return nil
+	}
+	return kvs[0]
+}
