@@ -21,9 +21,15 @@ exec go run google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12 "$@"
 WRAPPER
 chmod +x "$plugin_dir/protoc-gen-go"
 
+# etcd's kv.proto (mvccpb), imported by the feed, from the module cache.
+etcd_api=$(go list -m -f '{{.Dir}}' go.etcd.io/etcd/api/v3)
+
 protoc \
 	--plugin=protoc-gen-go="$plugin_dir/protoc-gen-go" \
 	--proto_path=protos \
+	--proto_path="$etcd_api/mvccpb" \
 	--go_out=protos \
 	--go_opt=paths=source_relative \
-	protos/revd/journal/v1/journal.proto
+	--go_opt=Mkv.proto=go.etcd.io/etcd/api/v3/mvccpb \
+	protos/revd/journal/v1/journal.proto \
+	protos/revd/feed/v1/feed.proto

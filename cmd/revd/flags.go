@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"time"
 
 	"revd/server"
 )
@@ -22,6 +23,8 @@ type config struct {
 	logLevel        slog.Level
 	natsSubjectRoot string
 	pprofAddr       string
+
+	watchProgressInterval time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
@@ -37,6 +40,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&cfg.maxRequestBytes, "max-request-bytes", server.DefaultMaxRequestBytes, "largest write request accepted, in bytes")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.natsSubjectRoot, "nats-subject-prefix", "revd", "first token of every NATS subject revd serves")
+	fs.DurationVar(&cfg.watchProgressInterval, "watch-progress-notify-interval", 10*time.Minute, "how often idle watchers that asked for progress_notify are told the current revision")
 	fs.StringVar(&cfg.pprofAddr, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); off when empty")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: revd [flags]\n\nrevd serves etcd's v3 API over gRPC and NATS.\n\nFlags:\n")
@@ -50,6 +54,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	if cfg.dataDir == "" {
 		return nil, errors.New("--data-dir must not be empty")
+	}
+	if cfg.watchProgressInterval <= 0 {
+		return nil, fmt.Errorf("--watch-progress-notify-interval must be positive, got %v", cfg.watchProgressInterval)
 	}
 	if cfg.maxRequestBytes <= 0 {
 		return nil, fmt.Errorf("--max-request-bytes must be positive, got %d", cfg.maxRequestBytes)

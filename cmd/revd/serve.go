@@ -37,11 +37,19 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		lns = append(lns, ln)
 	}
 
+	nc, stopNATS, err := connectNATS(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer stopNATS()
+
 	srv, err := server.New(server.Options{
-		DataDir:         cfg.dataDir,
-		Name:            cfg.name,
-		MaxRequestBytes: cfg.maxRequestBytes,
-		Logger:          log,
+		DataDir:               cfg.dataDir,
+		Name:                  cfg.name,
+		MaxRequestBytes:       cfg.maxRequestBytes,
+		Logger:                log,
+		Feed:                  natsapi.NewFeed(nc, cfg.natsSubjectRoot, log.With("component", "feed")),
+		WatchProgressInterval: cfg.watchProgressInterval,
 	})
 	if err != nil {
 		return err
@@ -51,12 +59,6 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 			log.Error("closing the store", "err", err)
 		}
 	}()
-
-	nc, stopNATS, err := connectNATS(cfg, log)
-	if err != nil {
-		return err
-	}
-	defer stopNATS()
 	svc, err := natsapi.Serve(nc, srv, srv.Status, natsapi.Options{SubjectPrefix: cfg.natsSubjectRoot, Logger: log})
 	if err != nil {
 		return fmt.Errorf("starting the NATS API: %w", err)

@@ -1,0 +1,110 @@
+package natsapi
+
+import (
+	"log/slog"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/proto"
+
+	"revd/actors/watch"
+	"revd/journal"
+	feedv1 "revd/protos/revd/feed/v1"
+)
+
+// FeedEndpoint is the subject suffix of the commit feed: revd publishes
+// every durable journal batch on "<prefix>.feed".
+const FeedEndpoint = "feed"
+
+// Headers of feed messages, so a subscriber can skip batches without
+// decoding them.
+const (
+	HeaderFirstRevision = "Revd-First-Revision"
+	HeaderLastRevision  = "Revd-Last-Revision"
+)
+
+// Feed is the commit feed over NATS core publish/subscribe: a watch.Feed
+// whose Publish encodes each batch as a revd.feed.v1.Commit. Delivery is at
+// most once (a slow subscriber may lose messages); subscribers detect gaps
+// by revision and fill them from the journal, as the watch hub does.
+type Feed struct {
+	nc      *nats.Conn
+	subject string
+	log     *slog.Logger
+}
+
+// NewFeed returns the feed on "<prefix>.feed" over nc.
+func NewFeed(nc *nats.Conn, prefix string, log *slog.Logger) *Feed {
+	if prefix == "" {
+		prefix = DefaultSubjectPrefix
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Feed{nc: nc, subject: Subject(prefix, FeedEndpoint), log: log}
+}
+
+// Subject is the feed's subject.
+func (f *Feed) Subject() string { return f.subject }
+
+// Publish sends one durable batch. It never blocks on subscribers.
+func (f *Feed) Publish(c *watch.Commit) {
+	data, err := EncodeCommit(c)
+	if err != nil {
+		f.log.Error("feed: encoding a commit", "err", err)
+		return
+	}
+	msg := nats.NewMsg(f.subject)
+	msg.Data = data
+	if n := len(c.Records); n > 0 {
+		msg.Header.Set(HeaderFirstRevision, strconv.FormatInt(c.Records[0].Revision, 10))
+		msg.Header.Set(HeaderLastRevision, strconv.FormatInt(c.Records[n-1].Revision, 10))
+	}
+	if err := f.nc.PublishMsg(msg); err != nil {
+		f.log.Warn("feed: publishing a commit", "err", err)
+	}
+}
+
+// Subscribe calls h with every batch received, in order.
+func (f *Feed) Subscribe(h func(*watch.Commit)) (func(), error) {
+	sub, err := f.nc.Subscribe(f.subject, func(m *nats.Msg) {
+		c, err := DecodeCommit(m.Data)
+		if err != nil {
+			f.log.Error("feed: undecodable commit", "err", err)
+			return
+		}
+		h(c)
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Losing messages is survivable (gaps are filled from the journal) but
+	// costly: allow a deep buffer.
+	if err := sub.SetPendingLimits(1<<20, 1<<30); err != nil {
+		sub.Unsubscribe()
+		return nil, err
+	}
+	return func() { sub.Unsubscribe() }, nil
+}
+
+// EncodeCommit encodes a batch as a revd.feed.v1.Commit.
+func EncodeCommit(c *watch.Commit) ([]byte, error) {
+	m := &feedv1.Commit{CompactRevision: c.CompactRev, Revisions: make([]*feedv1.Revision, len(c.Records))}
+	for i, r := range c.Records {
+		m.Revisions[i] = &feedv1.Revision{Revision: r.Revision, Events: r.Events}
+	}
+	return proto.Marshal(m)
+}
+
+// DecodeCommit decodes a revd.feed.v1.Commit.
+func DecodeCommit(data []byte) (*watch.Commit, error) {
+	var m feedv1.Commit
+	if err := proto.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	c := &watch.Commit{CompactRev: m.CompactRevision, Records: make([]journal.Record, len(m.Revisions))}
+	for i, r := range m.Revisions {
+		c.Records[i] = journal.Record{Revision: r.Revision, Events: r.Events}
+	}
+	return c, nil
+}
