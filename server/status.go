@@ -10,8 +10,12 @@ import (
 // so that clients pick the same features as against etcd 3.7.3.
 const APIVersion = "3.7.3"
 
-// StorageVersion is reported as etcd 3.7 reports its storage version.
-const StorageVersion = "3.6.0"
+// StorageVersion is reported as etcd 3.7.3 reports its storage version.
+const StorageVersion = "3.7.0"
+
+// DBSizeQuota is reported as etcd's default backend quota (2 GiB); revd
+// enforces no quota.
+const DBSizeQuota = 2 << 30
 
 // Status answers Maintenance.Status. revd is a single member that is always
 // its own leader; the raft indexes report the committed revision, which
@@ -29,6 +33,7 @@ func (s *Server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRes
 		RaftAppliedIndex: rev,
 		RaftTerm:         s.meta.Term,
 		StorageVersion:   StorageVersion,
+		DbSizeQuota:      DBSizeQuota,
 		DowngradeInfo:    &pb.DowngradeInfo{},
 	}, nil
 }

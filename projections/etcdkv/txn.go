@@ -30,19 +30,15 @@ func IsTxnReadOnly(r *pb.TxnRequest) bool {
 // state before the transaction; then the chosen branches are checked (puts
 // need their lease and, for ignore_*, their key; ranges need a revision
 // that is neither compacted nor in the future), and only then executed, so a
-// refused Txn writes nothing. Later operations see earlier writes.
+// refused Txn writes nothing (etcd 3.7.3's txn.checkTxn). Later operations
+// see earlier writes.
 //
 // For a read-only Txn (IsTxnReadOnly), w may be a plain ReadView wrapped by
 // ReadOnly.
 func Txn(w WriteView, rt *pb.TxnRequest, leases Leases) (*pb.TxnResponse, error) {
 	isWrite := !IsTxnReadOnly(rt)
 	path := compareToPath(w, rt)
-	if isWrite {
-		if _, err := checkRequests(w, rt, path, func(op *pb.RequestOp) error { return checkRequestPut(w, op, leases) }); err != nil {
-			return nil, err
-		}
-	}
-	if _, err := checkRequests(w, rt, path, func(op *pb.RequestOp) error { return checkRequestRange(w, op) }); err != nil {
+	if _, err := checkTxn(w, rt, leases, path); err != nil {
 		return nil, err
 	}
 	beginRev := w.Rev()
@@ -149,34 +145,40 @@ func compareInt64(a, b int64) int {
 	return 0
 }
 
-// checkRequests runs f over every operation on the chosen path.
-func checkRequests(v ReadView, rt *pb.TxnRequest, path []bool, f func(*pb.RequestOp) error) (int, error) {
+// checkTxn checks the operations on the chosen path, in request order and
+// depth first, against the state before the transaction: the first failing
+// operation's error wins. A range needs a revision that is neither in the
+// future nor compacted; a put needs its lease, then (for ignore_value or
+// ignore_lease) its key.
+func checkTxn(v ReadView, rt *pb.TxnRequest, leases Leases, path []bool) (int, error) {
 	txnCount := 0
 	reqs := rt.Success
 	if !path[0] {
 		reqs = rt.Failure
 	}
 	for _, req := range reqs {
-		if tv := req.GetRequestTxn(); tv != nil {
-			txns, err := checkRequests(v, tv, path[1:], f)
-			if err != nil {
-				return 0, err
-			}
+		var err error
+		switch tv := req.Request.(type) {
+		case *pb.RequestOp_RequestRange:
+			err = checkRange(v, tv.RequestRange)
+		case *pb.RequestOp_RequestPut:
+			err = checkPut(v, tv.RequestPut, leases)
+		case *pb.RequestOp_RequestTxn:
+			var txns int
+			txns, err = checkTxn(v, tv.RequestTxn, leases, path[1:])
 			txnCount += txns + 1
 			path = path[txns+1:]
-			continue
 		}
-		if err := f(req); err != nil {
+		if err != nil {
 			return 0, err
 		}
 	}
 	return txnCount, nil
 }
 
-func checkRequestPut(v ReadView, op *pb.RequestOp, leases Leases) error {
-	p := op.GetRequestPut()
-	if p == nil {
-		return nil
+func checkPut(v ReadView, p *pb.PutRequest, leases Leases) error {
+	if p.Lease != 0 && !leaseExists(leases, p.Lease) {
+		return errLeaseNotFound
 	}
 	if p.IgnoreValue || p.IgnoreLease {
 		kvs, _, err := v.Range(p.Key, nil, 0, 0)
@@ -187,17 +189,10 @@ func checkRequestPut(v ReadView, op *pb.RequestOp, leases Leases) error {
 			return ErrKeyNotFound
 		}
 	}
-	if p.Lease != 0 && !leaseExists(leases, p.Lease) {
-		return errLeaseNotFound
-	}
 	return nil
 }
 
-func checkRequestRange(v ReadView, op *pb.RequestOp) error {
-	r := op.GetRequestRange()
-	if r == nil {
-		return nil
-	}
+func checkRange(v ReadView, r *pb.RangeRequest) error {
 	switch {
 	case r.Revision == 0:
 		return nil

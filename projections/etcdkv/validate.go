@@ -69,13 +69,14 @@ func checkTxnRequest(r *pb.TxnRequest, maxOps int) error {
 			return rpctypes.ErrGRPCEmptyKey
 		}
 	}
+	// Nested transactions get what is left of the budget.
 	for _, u := range r.Success {
-		if err := checkRequestOp(u, maxOps); err != nil {
+		if err := checkRequestOp(u, maxOps-opc); err != nil {
 			return err
 		}
 	}
 	for _, u := range r.Failure {
-		if err := checkRequestOp(u, maxOps); err != nil {
+		if err := checkRequestOp(u, maxOps-opc); err != nil {
 			return err
 		}
 	}
