@@ -1,0 +1,361 @@
+package watch
+
+import (
+	"fmt"
+	"iter"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"revd/journal"
+)
+
+// history is an in-memory journal.
+type history struct {
+	mu   sync.Mutex
+	recs []journal.Record // revisions 2, 3, ...
+}
+
+func (h *history) Records(from, to int64) iter.Seq2[journal.Record, error] {
+	return func(yield func(journal.Record, error) bool) {
+		h.mu.Lock()
+		recs := append([]journal.Record(nil), h.recs...)
+		h.mu.Unlock()
+		for _, r := range recs {
+			if r.Revision >= from && (to == 0 || r.Revision <= to) {
+				if !yield(r, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+func (h *history) BaseRev() int64 { return 0 }
+func (h *history) Base() iter.Seq2[*mvccpb.KeyValue, error] {
+	return func(func(*mvccpb.KeyValue, error) bool) {}
+}
+
+// add appends a revision (puts "k=v" or deletes "-k") and returns it as a
+// commit.
+func (h *history) add(ops ...string) *Commit {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rev := int64(len(h.recs) + 2)
+	var evs []*mvccpb.Event
+	for _, op := range ops {
+		if strings.HasPrefix(op, "-") {
+			evs = append(evs, &mvccpb.Event{Type: mvccpb.Event_DELETE, Kv: &mvccpb.KeyValue{Key: []byte(op[1:]), ModRevision: rev}})
+			continue
+		}
+		k, v, _ := strings.Cut(op, "=")
+		evs = append(evs, &mvccpb.Event{Type: mvccpb.Event_PUT, Kv: &mvccpb.KeyValue{Key: []byte(k), Value: []byte(v), ModRevision: rev}})
+	}
+	rec := journal.Record{Revision: rev, Events: evs}
+	h.recs = append(h.recs, rec)
+	return &Commit{Records: []journal.Record{rec}}
+}
+
+// sink records responses; a closed gate makes Send block until opened.
+type sink struct {
+	ch   chan *pb.WatchResponse
+	gate chan struct{}
+}
+
+func newSink() *sink { return &sink{ch: make(chan *pb.WatchResponse, 100000)} }
+
+func (s *sink) Send(r *pb.WatchResponse) error {
+	if s.gate != nil {
+		<-s.gate
+	}
+	s.ch <- r
+	return nil
+}
+
+func (s *sink) next(t *testing.T) *pb.WatchResponse {
+	t.Helper()
+	select {
+	case r := <-s.ch:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("no watch response")
+	}
+	return nil
+}
+
+func (s *sink) none(t *testing.T) {
+	t.Helper()
+	select {
+	case r := <-s.ch:
+		t.Fatalf("unexpected response %v", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+type env struct {
+	t    *testing.T
+	sys  *actor.ActorSystem
+	hist *history
+	hub  *actor.PID
+	rev  int64
+}
+
+func newEnv(t *testing.T, preload int, opts HubOptions) *env {
+	sys := actor.NewActorSystemWithConfig(actor.Configure(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	})))
+	t.Cleanup(sys.Shutdown)
+	e := &env{t: t, sys: sys, hist: &history{}}
+	for i := 0; i < preload; i++ {
+		e.hist.add(fmt.Sprintf("k%d=v%d", i, i))
+	}
+	e.rev = int64(preload + 1)
+	opts.History = e.hist
+	opts.Rev = e.rev
+	if opts.CompactRev == 0 {
+		opts.CompactRev = -1
+	}
+	if opts.SyncInterval == 0 {
+		opts.SyncInterval = 10 * time.Millisecond
+	}
+	e.hub = sys.Root.Spawn(NewHub(opts).Props())
+	return e
+}
+
+func (e *env) stream(s Sink, maxEvents int64) *Stream {
+	st := NewStream(StreamOptions{Hub: e.hub, Root: e.sys.Root, Sink: s, Rev: func() int64 { return e.rev }, MaxPendingEvents: maxEvents})
+	go st.Run()
+	e.t.Cleanup(st.Close)
+	return st
+}
+
+func (e *env) commit(ops ...string) {
+	c := e.hist.add(ops...)
+	e.rev = c.Records[0].Revision
+	e.sys.Root.Send(e.hub, c)
+}
+
+func create(key, end string, start int64, mods ...func(*pb.WatchCreateRequest)) *pb.WatchRequest {
+	cr := &pb.WatchCreateRequest{Key: []byte(key), StartRevision: start}
+	if end != "" {
+		cr.RangeEnd = []byte(end)
+	}
+	for _, m := range mods {
+		m(cr)
+	}
+	return &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: cr}}
+}
+
+func evs(r *pb.WatchResponse) string {
+	var out []string
+	for _, ev := range r.Events {
+		s := fmt.Sprintf("%d:%s", ev.Kv.ModRevision, ev.Kv.Key)
+		if ev.Type == mvccpb.Event_DELETE {
+			s = "-" + s
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, ",")
+}
+
+func TestLiveEventsPerRevision(t *testing.T) {
+	e := newEnv(t, 0, HubOptions{})
+	sk := newSink()
+	st := e.stream(sk, 0)
+	st.Handle(create("a", "", 0))                 // id 0: key a
+	st.Handle(create("b", "c", 0))                // id 1: [b, c)
+	st.Handle(create("b", "\x00", 0))             // id 2: b and up
+	st.Handle(create("a", "", 0, func(c *pb.WatchCreateRequest) { // id 3: a, no deletes
+		c.Filters = []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NODELETE}
+	}))
+	for i := 0; i < 4; i++ {
+		if r := sk.next(t); !r.Created || r.WatchId != int64(i) || r.Header.Revision != 1 {
+			t.Fatalf("created response %d: %v", i, r)
+		}
+	}
+	e.commit("b1=x", "a=1", "z=1") // rev 2
+	e.commit("-a")                 // rev 3
+	got := map[int64][]string{}
+	for i := 0; i < 5; i++ {
+		r := sk.next(t)
+		got[r.WatchId] = append(got[r.WatchId], fmt.Sprintf("%d[%s]", r.Header.Revision, evs(r)))
+	}
+	want := map[int64][]string{
+		0: {"2[2:a]", "3[-3:a]"},
+		1: {"2[2:b1]"},
+		2: {"2[2:b1,2:z]"},
+		3: {"2[2:a]"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v\nwant %v", got, want)
+	}
+	sk.none(t)
+}
+
+func TestCatchUpThenLiveNoGapNoDuplicate(t *testing.T) {
+	e := newEnv(t, 5, HubOptions{MaxRevsPerSync: 2}) // revisions 2..6 in the journal
+	sk := newSink()
+	st := e.stream(sk, 0)
+	st.Handle(create("k", "l", 3))
+	if r := sk.next(t); !r.Created {
+		t.Fatalf("first response %v", r)
+	}
+	e.commit("k9=v") // rev 7, may arrive while the watcher is unsynced
+	var seen []string
+	for len(seen) < 5 {
+		r := sk.next(t)
+		for _, ev := range r.Events {
+			seen = append(seen, fmt.Sprint(ev.Kv.ModRevision))
+		}
+	}
+	if got := strings.Join(seen, ","); got != "3,4,5,6,7" {
+		t.Fatalf("revisions seen %s, want 3,4,5,6,7", got)
+	}
+	sk.none(t)
+}
+
+func TestCompactedWatch(t *testing.T) {
+	e := newEnv(t, 5, HubOptions{CompactRev: 4})
+	sk := newSink()
+	st := e.stream(sk, 0)
+	st.Handle(create("k", "l", 2))
+	if r := sk.next(t); !r.Created || r.Canceled {
+		t.Fatalf("first response %v", r)
+	}
+	r := sk.next(t)
+	if !r.Canceled || r.CompactRevision != 4 || len(r.Events) != 0 {
+		t.Fatalf("compacted response %v", r)
+	}
+	// At the compaction revision it is fine.
+	st.Handle(create("k", "l", 4))
+	sk.next(t)
+	if r := sk.next(t); evs(r) != "4:k2,5:k3,6:k4" {
+		t.Fatalf("watch from the compaction revision: %v", r)
+	}
+}
+
+func TestFutureStartWaits(t *testing.T) {
+	e := newEnv(t, 0, HubOptions{})
+	sk := newSink()
+	st := e.stream(sk, 0)
+	st.Handle(create("k", "", 4))
+	sk.next(t)
+	e.commit("k=1") // 2
+	e.commit("k=2") // 3
+	e.commit("k=3") // 4
+	if r := sk.next(t); evs(r) != "4:k" {
+		t.Fatalf("future watch got %v", r)
+	}
+}
+
+func TestFeedGapFilledFromJournal(t *testing.T) {
+	e := newEnv(t, 0, HubOptions{})
+	sk := newSink()
+	st := e.stream(sk, 0)
+	st.Handle(create("k", "", 0))
+	sk.next(t)
+	e.hist.add("k=lost") // rev 2: in the journal, never on the feed
+	e.commit("k=3")      // rev 3
+	if r := sk.next(t); evs(r) != "2:k" {
+		t.Fatalf("gap revision: %v", r)
+	}
+	if r := sk.next(t); evs(r) != "3:k" {
+		t.Fatalf("after the gap: %v", r)
+	}
+}
+
+// TestSlowStreamDoesNotBlockOthers: one stream's client stops reading; the
+// other keeps getting every revision, and the stalled one gets everything,
+// in order and once, when it resumes.
+func TestSlowStreamDoesNotBlockOthers(t *testing.T) {
+	e := newEnv(t, 0, HubOptions{})
+	fast, slow := newSink(), newSink()
+	slow.gate = make(chan struct{})
+	sf := e.stream(fast, 4)
+	ss := e.stream(slow, 4)
+	sf.Handle(create("k", "", 0))
+	ss.Handle(create("k", "", 0))
+	fast.next(t)
+	for i := 0; i < 50; i++ {
+		e.commit(fmt.Sprintf("k=%d", i))
+	}
+	// The fast client gets all 50 revisions while the slow one is stuck
+	// (in one response per revision, or batched if it fell behind).
+	expectRevisions(t, fast, 2, 51)
+	close(slow.gate)
+	if r := slow.next(t); !r.Created {
+		t.Fatalf("slow first %v", r)
+	}
+	expectRevisions(t, slow, 2, 51)
+	slow.none(t)
+	fast.none(t)
+}
+
+// expectRevisions reads responses until it has seen revisions from..to, each
+// once, in order, with no revision split across responses.
+func expectRevisions(t *testing.T, s *sink, from, to int64) {
+	t.Helper()
+	next := from
+	for next <= to {
+		r := s.next(t)
+		for _, ev := range r.Events {
+			if ev.Kv.ModRevision != next {
+				t.Fatalf("got revision %d, want %d", ev.Kv.ModRevision, next)
+			}
+			next++
+		}
+	}
+}
+
+func TestProgressRequestAndDuplicateID(t *testing.T) {
+	e := newEnv(t, 3, HubOptions{})
+	sk := newSink()
+	st := e.stream(sk, 0)
+	st.Handle(create("k", "l", 0, func(c *pb.WatchCreateRequest) { c.WatchId = 7 }))
+	if r := sk.next(t); r.WatchId != 7 || !r.Created {
+		t.Fatalf("created %v", r)
+	}
+	st.Handle(create("x", "", 0, func(c *pb.WatchCreateRequest) { c.WatchId = 7 }))
+	if r := sk.next(t); !r.Created || !r.Canceled || r.CancelReason != ErrDuplicateWatchID {
+		t.Fatalf("duplicate id: %v", r)
+	}
+	st.Handle(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_ProgressRequest{ProgressRequest: &pb.WatchProgressRequest{}}})
+	if r := sk.next(t); r.WatchId != -1 || r.Header.Revision != 4 || len(r.Events) != 0 {
+		t.Fatalf("progress %v", r)
+	}
+	st.Handle(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CancelRequest{CancelRequest: &pb.WatchCancelRequest{WatchId: 7}}})
+	if r := sk.next(t); r.WatchId != 7 || !r.Canceled {
+		t.Fatalf("cancel %v", r)
+	}
+	e.commit("k1=x")
+	sk.none(t)
+}
+
+func TestFragment(t *testing.T) {
+	big := func(i int) *mvccpb.Event {
+		return &mvccpb.Event{Kv: &mvccpb.KeyValue{Key: []byte(fmt.Sprint(i)), Value: make([]byte, 400)}}
+	}
+	wr := &pb.WatchResponse{WatchId: 1, Header: &pb.ResponseHeader{Revision: 9}}
+	for i := 0; i < 10; i++ {
+		wr.Events = append(wr.Events, big(i))
+	}
+	var parts []*pb.WatchResponse
+	if err := sendFragments(wr, 1000, func(r *pb.WatchResponse) error { parts = append(parts, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for i, p := range parts {
+		n += len(p.Events)
+		if p.Fragment != (i < len(parts)-1) {
+			t.Fatalf("part %d fragment=%v of %d", i, p.Fragment, len(parts))
+		}
+	}
+	if n != 10 || len(parts) < 4 {
+		t.Fatalf("%d parts with %d events", len(parts), n)
+	}
+}
