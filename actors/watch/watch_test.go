@@ -167,9 +167,9 @@ func TestLiveEventsPerRevision(t *testing.T) {
 	e := newEnv(t, 0, HubOptions{})
 	sk := newSink()
 	st := e.stream(sk, 0)
-	st.Handle(create("a", "", 0))                 // id 0: key a
-	st.Handle(create("b", "c", 0))                // id 1: [b, c)
-	st.Handle(create("b", "\x00", 0))             // id 2: b and up
+	st.Handle(create("a", "", 0))                                 // id 0: key a
+	st.Handle(create("b", "c", 0))                                // id 1: [b, c)
+	st.Handle(create("b", "\x00", 0))                             // id 2: b and up
 	st.Handle(create("a", "", 0, func(c *pb.WatchCreateRequest) { // id 3: a, no deletes
 		c.Filters = []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NODELETE}
 	}))
