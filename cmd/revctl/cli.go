@@ -88,6 +88,10 @@ type runner struct {
 	// sleep waits out del's two-second range warning; tests skip it.
 	sleep func(time.Duration)
 
+	// interrupt, if set, ends long-running commands (watch) when done;
+	// main leaves it nil: they end on SIGINT or SIGTERM.
+	interrupt context.Context
+
 	g       globalFlags
 	display printer
 	kv      kvClient
@@ -108,6 +112,7 @@ func commands() []command {
 		{"del", "del [options] <key> [range_end]", "Removes the specified key or range of keys [key, range_end)", delCommand},
 		{"txn", "txn [options]", "Txn processes all the requests in one transaction", txnCommand},
 		{"compaction", "compaction [options] <revision>", "Compacts the event history in revd", compactionCommand},
+		{"watch", "watch [options] <key> [range_end]", "Watches events stream on keys or prefixes", watchCommand},
 		{"endpoint", "endpoint status", "Endpoint related commands", endpointCommand},
 	}
 }

@@ -34,7 +34,9 @@ func connectNATS(g globalFlags) (kvClient, func(), error) {
 	nc, err := nats.Connect(g.natsURL,
 		nats.Name("revctl"),
 		nats.Timeout(g.dialTimeout),
-		nats.NoReconnect(),
+		// Reconnect, so that a long watch survives a NATS or revd restart;
+		// one-shot requests are bounded by --timeout anyway.
+		nats.MaxReconnects(-1),
 	)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot connect to NATS at %s: %w", g.natsURL, err)

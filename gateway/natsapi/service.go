@@ -43,6 +43,12 @@ type Options struct {
 	// Default slog.Default().
 	Logger *slog.Logger
 
+	// Watch serves the watch endpoints (see watch.go); nil: none.
+	Watch WatchServer
+	// WatchSessionTTL closes watch sessions idle this long. Default
+	// DefaultWatchSessionTTL.
+	WatchSessionTTL time.Duration
+
 	// onFull, if set, is called when a request has to wait for an
 	// in-flight slot (for tests of MaxInFlight).
 	onFull func(subject string)
@@ -63,6 +69,8 @@ type Service struct {
 
 	stopOnce sync.Once
 	stopErr  error
+
+	watch *watchSessions
 }
 
 // call decodes a request payload, runs it and returns the response.
@@ -143,6 +151,10 @@ func Serve(nc *nats.Conn, kv pb.KVServer, status StatusFunc, opts Options) (*Ser
 	}
 	// Once the server has answered a flush it has processed our SUBs: when
 	// Serve returns, requests reach us.
+	if err := s.addWatchEndpoints(svc); err != nil {
+		_ = svc.Stop()
+		return nil, err
+	}
 	if err := nc.Flush(); err != nil {
 		_ = svc.Stop()
 		return nil, fmt.Errorf("natsapi: flush subscriptions: %w", err)
@@ -192,6 +204,9 @@ func (s *Service) Stop() error {
 		close(s.stopped)
 		s.mu.Unlock()
 		s.calls.Wait()
+		if s.watch != nil {
+			s.watch.shutdown()
+		}
 	})
 	return s.stopErr
 }

@@ -1,0 +1,259 @@
+package natsapi
+
+import (
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nuid"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"revd/actors/watch"
+)
+
+// Watch endpoints and headers. A NATS client watches through a session: the
+// responses of every watch in the session (created, events, progress,
+// canceled: etcd's WatchResponse messages) are published to an inbox
+// subject of the client's choosing, each with a sequence number, so the
+// client sees exactly what an etcd Watch stream would carry.
+const (
+	EndpointWatchCreate    = "watch.create"    // WatchCreateRequest; header Revd-Watch-Inbox (new session) or Revd-Watch-Session
+	EndpointWatchCancel    = "watch.cancel"    // WatchCancelRequest; header Revd-Watch-Session
+	EndpointWatchProgress  = "watch.progress"  // WatchProgressRequest; header Revd-Watch-Session
+	EndpointWatchKeepAlive = "watch.keepalive" // empty; header Revd-Watch-Session
+
+	// HeaderWatchInbox names the subject a new session's responses go to.
+	HeaderWatchInbox = "Revd-Watch-Inbox"
+	// HeaderWatchSession carries the session id: in the reply to a create,
+	// and in every later request of the session.
+	HeaderWatchSession = "Revd-Watch-Session"
+	// HeaderWatchSeq numbers the messages published to a session's inbox
+	// from 1: a client that sees a gap lost messages and must resume.
+	HeaderWatchSeq = "Revd-Watch-Seq"
+
+	// DefaultWatchSessionTTL is how long a session lives without a request
+	// (a keepalive, or any other) before the server closes it.
+	DefaultWatchSessionTTL = 30 * time.Second
+)
+
+// ErrUnknownWatchSession is the error (gRPC NotFound) for a session that
+// does not exist: it expired, or the server restarted.
+var ErrUnknownWatchSession = status.Error(codes.NotFound, "natsapi: unknown watch session")
+
+// WatchServer opens watch sessions; server.Server is one.
+type WatchServer interface {
+	NewWatchStream(sink watch.Sink) *watch.Stream
+}
+
+type session struct {
+	id       string
+	st       *watch.Stream
+	lastSeen atomic.Int64 // unix nanoseconds
+}
+
+type natsSink struct {
+	nc    *nats.Conn
+	inbox string
+	seq   uint64 // only touched by the stream's sender goroutine
+}
+
+func (k *natsSink) Send(r *pb.WatchResponse) error {
+	data, err := proto.Marshal(r)
+	if err != nil {
+		return err
+	}
+	k.seq++
+	msg := nats.NewMsg(k.inbox)
+	msg.Data = data
+	msg.Header.Set(HeaderWatchSeq, strconv.FormatUint(k.seq, 10))
+	return k.nc.PublishMsg(msg)
+}
+
+// watchSessions serves the watch endpoints of one Service.
+type watchSessions struct {
+	nc   *nats.Conn
+	srv  WatchServer
+	ttl  time.Duration
+	log  *slog.Logger
+	mu   sync.Mutex
+	m    map[string]*session
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newWatchSessions(nc *nats.Conn, srv WatchServer, ttl time.Duration, log *slog.Logger) *watchSessions {
+	if ttl <= 0 {
+		ttl = DefaultWatchSessionTTL
+	}
+	w := &watchSessions{nc: nc, srv: srv, ttl: ttl, log: log, m: map[string]*session{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go w.expire()
+	return w
+}
+
+// endpoints returns the watch endpoints' handlers by endpoint name.
+func (w *watchSessions) endpoints() map[string]micro.HandlerFunc {
+	return map[string]micro.HandlerFunc{
+		EndpointWatchCreate:    w.create,
+		EndpointWatchCancel:    w.withSession(w.cancel),
+		EndpointWatchProgress:  w.withSession(w.progress),
+		EndpointWatchKeepAlive: w.withSession(func(micro.Request, *session) error { return nil }),
+	}
+}
+
+func reply(req micro.Request, err error, headers ...string) {
+	if err != nil {
+		code, desc := errorReply(err)
+		_ = req.Error(code, desc, nil)
+		return
+	}
+	h := micro.Headers{}
+	for i := 0; i+1 < len(headers); i += 2 {
+		h[headers[i]] = []string{headers[i+1]}
+	}
+	_ = req.Respond(nil, micro.WithHeaders(h))
+}
+
+func (w *watchSessions) create(req micro.Request) {
+	var cr pb.WatchCreateRequest
+	if err := proto.Unmarshal(req.Data(), &cr); err != nil {
+		reply(req, errBadPayload(&cr, err))
+		return
+	}
+	var s *session
+	if id := req.Headers().Get(HeaderWatchSession); id != "" {
+		s = w.lookup(id)
+		if s == nil {
+			reply(req, ErrUnknownWatchSession)
+			return
+		}
+	} else {
+		inbox := req.Headers().Get(HeaderWatchInbox)
+		if inbox == "" {
+			reply(req, status.Errorf(codes.InvalidArgument, "natsapi: a new watch session needs the %s header", HeaderWatchInbox))
+			return
+		}
+		s = &session{id: nuid.Next(), st: w.srv.NewWatchStream(&natsSink{nc: w.nc, inbox: inbox})}
+		s.lastSeen.Store(time.Now().UnixNano())
+		w.mu.Lock()
+		w.m[s.id] = s
+		w.mu.Unlock()
+		go func() {
+			if err := s.st.Run(); err != nil {
+				w.log.Warn("watch session ended", "session", s.id, "err", err)
+				w.close(s.id)
+			}
+		}()
+	}
+	s.st.Handle(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &cr}})
+	reply(req, nil, HeaderWatchSession, s.id)
+}
+
+func (w *watchSessions) cancel(req micro.Request, s *session) error {
+	var cr pb.WatchCancelRequest
+	if err := proto.Unmarshal(req.Data(), &cr); err != nil {
+		return errBadPayload(&cr, err)
+	}
+	s.st.Handle(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CancelRequest{CancelRequest: &cr}})
+	return nil
+}
+
+func (w *watchSessions) progress(req micro.Request, s *session) error {
+	s.st.Handle(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_ProgressRequest{ProgressRequest: &pb.WatchProgressRequest{}}})
+	return nil
+}
+
+func (w *watchSessions) withSession(f func(micro.Request, *session) error) micro.HandlerFunc {
+	return func(req micro.Request) {
+		s := w.lookup(req.Headers().Get(HeaderWatchSession))
+		if s == nil {
+			reply(req, ErrUnknownWatchSession)
+			return
+		}
+		reply(req, f(req, s), HeaderWatchSession, s.id)
+	}
+}
+
+// lookup finds a live session and marks it seen.
+func (w *watchSessions) lookup(id string) *session {
+	w.mu.Lock()
+	s := w.m[id]
+	w.mu.Unlock()
+	if s != nil {
+		s.lastSeen.Store(time.Now().UnixNano())
+	}
+	return s
+}
+
+func (w *watchSessions) close(id string) {
+	w.mu.Lock()
+	s := w.m[id]
+	delete(w.m, id)
+	w.mu.Unlock()
+	if s != nil {
+		s.st.Close()
+	}
+}
+
+// expire closes sessions that saw no request for the TTL.
+func (w *watchSessions) expire() {
+	defer close(w.done)
+	t := time.NewTicker(w.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case now := <-t.C:
+			var dead []string
+			w.mu.Lock()
+			for id, s := range w.m {
+				if now.Sub(time.Unix(0, s.lastSeen.Load())) > w.ttl {
+					dead = append(dead, id)
+				}
+			}
+			w.mu.Unlock()
+			for _, id := range dead {
+				w.log.Info("watch session expired", "session", id)
+				w.close(id)
+			}
+		}
+	}
+}
+
+// shutdown closes every session.
+func (w *watchSessions) shutdown() {
+	close(w.stop)
+	<-w.done
+	w.mu.Lock()
+	ids := make([]string, 0, len(w.m))
+	for id := range w.m {
+		ids = append(ids, id)
+	}
+	w.mu.Unlock()
+	for _, id := range ids {
+		w.close(id)
+	}
+}
+
+// addWatchEndpoints registers the watch endpoints on the micro service.
+func (s *Service) addWatchEndpoints(svc micro.Service) error {
+	if s.opts.Watch == nil {
+		return nil
+	}
+	s.watch = newWatchSessions(s.nc, s.opts.Watch, s.opts.WatchSessionTTL, s.log)
+	for name, h := range s.watch.endpoints() {
+		subject := Subject(s.opts.SubjectPrefix, name)
+		if err := svc.AddEndpoint(endpointName(name), h, micro.WithEndpointSubject(subject)); err != nil {
+			return fmt.Errorf("natsapi: add endpoint %s: %w", subject, err)
+		}
+	}
+	return nil
+}
