@@ -123,7 +123,8 @@ func isTxnSerializable(r *pb.TxnRequest) bool {
 
 // readView pins the revision a read sees: for a linearizable read, the
 // committed revision when it began, once every shard has applied it; for a
-// serializable one, whatever every shard has applied now.
+// serializable one, whatever every shard has applied now, which includes
+// every acknowledged write (propose waits for the shards).
 func (s *Server) readView(ctx context.Context, serializable bool) (*shard.View, error) {
 	tr := s.set.Tracker()
 	rev := tr.Visible()
@@ -148,7 +149,14 @@ func (s *Server) propose(ctx context.Context, req proto.Message) (proto.Message,
 		if o.Err != nil {
 			return nil, o.Err
 		}
-		s.fill(header(o.Resp))
+		h := header(o.Resp)
+		// Acknowledge only once every shard shows the write, so that any
+		// read after the acknowledgment, serializable ones included, sees
+		// it (as with etcd, which applies before it answers).
+		if err := s.set.Tracker().Wait(ctx, h.GetRevision()); err != nil {
+			return nil, toStatus(err)
+		}
+		s.fill(h)
 		return o.Resp, nil
 	case <-ctx.Done():
 		return nil, toStatus(ctx.Err())
