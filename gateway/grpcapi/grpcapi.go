@@ -3,8 +3,9 @@
 //
 // Served: KV (Range, Put, DeleteRange, Txn, Compact), Maintenance.Status and
 // Maintenance.Alarm (always an empty alarm list), enough for etcdctl's
-// endpoint health and endpoint status. Watch, Lease, Cluster, Auth and the
-// other Maintenance calls answer codes.Unimplemented until revd has them.
+// endpoint health and endpoint status; Lease (grant, revoke, keep-alive,
+// time-to-live, list; see lease.go). Watch, Cluster, Auth and the other
+// Maintenance calls answer codes.Unimplemented until revd has them.
 package grpcapi
 
 import (
@@ -46,7 +47,7 @@ func New(srv *server.Server, opts Options) *grpc.Server {
 	pb.RegisterKVServer(gs, srv)
 	pb.RegisterMaintenanceServer(gs, &maintenance{srv: srv})
 	pb.RegisterWatchServer(gs, &watchServer{srv: srv})
-	pb.RegisterLeaseServer(gs, pb.UnimplementedLeaseServer{})
+	pb.RegisterLeaseServer(gs, &leaseServer{srv: srv})
 	pb.RegisterClusterServer(gs, pb.UnimplementedClusterServer{})
 	pb.RegisterAuthServer(gs, pb.UnimplementedAuthServer{})
 	return gs
