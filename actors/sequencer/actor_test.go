@@ -86,6 +86,15 @@ func TestGroupCommit(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		send()
 	}
+	// Let the actor decide all 20 (its mailbox is asynchronous) while the
+	// first batch is still in Append.
+	deadline := time.Now().Add(waitLimit)
+	for a.q.len() < 20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of 20 commands queued", a.q.len())
+		}
+		time.Sleep(time.Millisecond)
+	}
 	select {
 	case o := <-replies:
 		t.Fatalf("answered before the fsync: %+v", o)

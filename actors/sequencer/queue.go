@@ -55,6 +55,13 @@ func (q *commitQueue) takeAll(done []pending) ([]pending, bool) {
 	return items, true
 }
 
+// len is the number of commands waiting for the writer.
+func (q *commitQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items)
+}
+
 func (q *commitQueue) close() {
 	q.mu.Lock()
 	q.closed = true

@@ -131,7 +131,7 @@ func TestErrors(t *testing.T) {
 		{args: args("get", "k", "--bogus"), stderr: "Error: unknown flag: --bogus\n", code: exitError},
 		{args: args("get", "k", "--limit"), stderr: "Error: flag needs an argument: --limit\n", code: exitError},
 		{args: args("get", "k", "-x"), stderr: "Error: unknown shorthand flag: 'x' in -x\n", code: exitError},
-		{args: args("watch", "k"), stderr: "Error: unknown command \"watch\" for \"revctl\"\n", code: exitError},
+		{args: args("frobnicate", "k"), stderr: "Error: unknown command \"frobnicate\" for \"revctl\"\n", code: exitError},
 		{args: args("del"), stderr: "Error: del command needs one argument as key and an optional argument as range_end\n", code: exitBadArgs},
 		{args: args("compaction"), stderr: "Error: compaction command needs 1 argument\n", code: exitBadArgs},
 		{args: args("compaction", "x"), stderr: "Error: strconv.ParseInt: parsing \"x\": invalid syntax\n", code: exitError},

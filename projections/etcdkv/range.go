@@ -2,6 +2,7 @@ package etcdkv
 
 import (
 	"bytes"
+	"math"
 	"sort"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -15,13 +16,11 @@ import (
 func Range(v ReadView, r *pb.RangeRequest) (*pb.RangeResponse, error) {
 	resp := &pb.RangeResponse{Header: &pb.ResponseHeader{}}
 	limit := r.Limit
-	if r.SortOrder != pb.RangeRequest_NONE ||
-		r.MinModRevision != 0 || r.MaxModRevision != 0 ||
-		r.MinCreateRevision != 0 || r.MaxCreateRevision != 0 {
+	if !IsDefaultOrdering(r.SortTarget, r.SortOrder) || HasRevisionFilters(r) {
 		// Fetch everything; sort and truncate afterwards.
 		limit = 0
 	}
-	if limit > 0 {
+	if limit > 0 && limit < math.MaxInt64 {
 		limit++
 	}
 	end := mkGteRange(r.RangeEnd)
@@ -63,6 +62,18 @@ func Range(v ReadView, r *pb.RangeRequest) (*pb.RangeResponse, error) {
 		resp.Kvs[i] = kv
 	}
 	return resp, nil
+}
+
+// IsDefaultOrdering reports whether results come in key order without
+// sorting: no order, or ascending by key.
+func IsDefaultOrdering(target pb.RangeRequest_SortTarget, order pb.RangeRequest_SortOrder) bool {
+	return order == pb.RangeRequest_NONE || (target == pb.RangeRequest_KEY && order == pb.RangeRequest_ASCEND)
+}
+
+// HasRevisionFilters reports whether a range filters on mod or create
+// revisions.
+func HasRevisionFilters(r *pb.RangeRequest) bool {
+	return r.MinModRevision != 0 || r.MaxModRevision != 0 || r.MinCreateRevision != 0 || r.MaxCreateRevision != 0
 }
 
 // prune removes the pairs for which drop is true, keeping the order. It

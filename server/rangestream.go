@@ -1,0 +1,107 @@
+package server
+
+import (
+	"bytes"
+	"math"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"revd/projections/etcdkv"
+)
+
+// initialStreamChunkLimit is the first chunk's size, as etcd's.
+const initialStreamChunkLimit = 10
+
+// RangeStream answers etcd 3.7's KV.RangeStream: the result of a Range in
+// chunks of keys, all read at one revision, each chunk sized towards
+// --max-request-bytes; the last chunk carries the header, more and count,
+// so merging all chunks gives Range's answer.
+func (s *Server) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) error {
+	if err := etcdkv.CheckRange(r); err != nil {
+		return err
+	}
+	if !etcdkv.IsDefaultOrdering(r.SortTarget, r.SortOrder) {
+		return status.Errorf(codes.Unimplemented, "RangeStream does not support custom sort orders")
+	}
+	if etcdkv.HasRevisionFilters(r) {
+		return status.Errorf(codes.Unimplemented, "RangeStream does not support revision filters")
+	}
+	v, err := s.readView(rs.Context(), r.Serializable)
+	if err != nil {
+		return err
+	}
+	r = proto.Clone(r).(*pb.RangeRequest)
+	send := func(out *pb.RangeResponse) error {
+		if out.Header != nil {
+			out.Header.ClusterId, out.Header.MemberId, out.Header.RaftTerm = s.meta.ClusterID, s.meta.MemberID, s.meta.Term
+		}
+		return rs.Send(&pb.RangeStreamResponse{RangeResponse: out})
+	}
+	if r.CountOnly {
+		resp, err := etcdkv.Range(v, r)
+		if err != nil {
+			return err
+		}
+		return send(&pb.RangeResponse{Header: &pb.ResponseHeader{Revision: resp.Header.Revision}, Count: resp.Count})
+	}
+	totalLimit := r.Limit
+	if totalLimit == 0 {
+		totalLimit = math.MaxInt64
+	}
+	r.Limit = min(initialStreamChunkLimit, totalLimit)
+	var count, headerRev int64
+	for {
+		resp, err := etcdkv.Range(v, r)
+		if err != nil {
+			return err
+		}
+		if headerRev == 0 {
+			headerRev = resp.Header.Revision
+			if r.Revision == 0 {
+				r.Revision = headerRev
+			}
+		}
+		count += int64(len(resp.Kvs))
+		var nextKey []byte
+		if resp.More {
+			nextKey = append(bytes.Clone(resp.Kvs[len(resp.Kvs)-1].Key), 0)
+		}
+		out := &pb.RangeResponse{Kvs: resp.Kvs}
+		done := !resp.More || count == totalLimit
+		if done {
+			out.Header = &pb.ResponseHeader{Revision: headerRev}
+			out.More = resp.More
+			out.Count = count
+			if resp.More {
+				rest, err := etcdkv.Range(v, &pb.RangeRequest{Key: nextKey, RangeEnd: r.RangeEnd, Revision: r.Revision, CountOnly: true})
+				if err != nil {
+					return err
+				}
+				out.Count += rest.Count
+			}
+		}
+		if err := send(out); err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		r.Key = nextKey
+		r.Limit = min(adjustChunkLimit(r.Limit, proto.Size(resp), s.opts.MaxRequestBytes), totalLimit-count)
+	}
+}
+
+// adjustChunkLimit doubles or halves the chunk size when the last chunk was
+// well under or over the target size, as etcd does.
+func adjustChunkLimit(last int64, lastSize, target int) int64 {
+	switch {
+	case lastSize < target/2:
+		last *= 2
+	case lastSize > target*2:
+		last /= 2
+	}
+	return max(last, 1)
+}
