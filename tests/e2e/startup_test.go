@@ -1,0 +1,70 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"revd/tests/testutil"
+)
+
+// runRevd runs the revd binary with args until it exits (or 20s pass) and
+// returns its exit code and stderr.
+func runRevd(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testutil.RevdBin(t), args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, stderr.String()
+	case errors.As(err, &ee):
+		return ee.ExitCode(), stderr.String()
+	}
+	t.Fatalf("running revd %v: %v", args, err)
+	return 0, ""
+}
+
+// TestRevdStartupErrors: a bad flag, a data directory held by another revd
+// and one that is not a revd journal each stop revd at once with a clear
+// message and a non-zero exit status.
+func TestRevdStartupErrors(t *testing.T) {
+	code, out := runRevd(t, "--no-such-flag")
+	if code != 2 || !strings.Contains(out, "no-such-flag") {
+		t.Errorf("bad flag: exit %d, stderr %q", code, out)
+	}
+	code, out = runRevd(t, "--listen-client-urls", "https://127.0.0.1:1")
+	if code != 2 || !strings.Contains(out, "only http://") {
+		t.Errorf("https URL: exit %d, stderr %q", code, out)
+	}
+
+	held := testutil.StartRevd(t, testutil.Options{})
+	ports := testutil.FreePorts(t, 2)
+	code, out = runRevd(t, "--data-dir", held.DataDir,
+		"--listen-client-urls", "http://127.0.0.1:"+strconv.Itoa(ports[0]), "--nats-listen", "127.0.0.1:"+strconv.Itoa(ports[1]))
+	if code != 1 || !strings.Contains(out, "in use by another revd") {
+		t.Errorf("locked data dir: exit %d, stderr %q", code, out)
+	}
+
+	garbage := t.TempDir()
+	if err := os.WriteFile(filepath.Join(garbage, "member"), []byte("not a journal"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ports = testutil.FreePorts(t, 2)
+	code, out = runRevd(t, "--data-dir", garbage,
+		"--listen-client-urls", "http://127.0.0.1:"+strconv.Itoa(ports[0]), "--nats-listen", "127.0.0.1:"+strconv.Itoa(ports[1]))
+	if code != 1 || !strings.Contains(out, "cannot be read") {
+		t.Errorf("foreign data dir: exit %d, stderr %q", code, out)
+	}
+}
