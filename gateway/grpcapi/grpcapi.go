@@ -1,11 +1,11 @@
 // Package grpcapi is revd's etcd front door: a gRPC server that speaks
 // etcd 3.7's API (package etcdserverpb) on top of a server.Server.
 //
-// Served: KV (Range, Put, DeleteRange, Txn, Compact), Maintenance.Status and
-// Maintenance.Alarm (always an empty alarm list), enough for etcdctl's
-// endpoint health and endpoint status; Lease (grant, revoke, keep-alive,
-// time-to-live, list; see lease.go). Watch, Cluster, Auth and the other
-// Maintenance calls answer codes.Unimplemented until revd has them.
+// Served: KV (Range, Put, DeleteRange, Txn, Compact, RangeStream), Watch
+// (watch.go), Maintenance.Status and Maintenance.Alarm (always an empty alarm
+// list), enough for etcdctl's endpoint health and endpoint status. Lease,
+// Cluster, Auth and the other Maintenance calls answer codes.Unimplemented
+// until revd has them.
 package grpcapi
 
 import (
@@ -47,7 +47,7 @@ func New(srv *server.Server, opts Options) *grpc.Server {
 	pb.RegisterKVServer(gs, srv)
 	pb.RegisterMaintenanceServer(gs, &maintenance{srv: srv})
 	pb.RegisterWatchServer(gs, &watchServer{srv: srv})
-	pb.RegisterLeaseServer(gs, &leaseServer{srv: srv})
+	pb.RegisterLeaseServer(gs, pb.UnimplementedLeaseServer{})
 	pb.RegisterClusterServer(gs, pb.UnimplementedClusterServer{})
 	pb.RegisterAuthServer(gs, pb.UnimplementedAuthServer{})
 	return gs
