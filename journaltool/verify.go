@@ -1,0 +1,181 @@
+package journaltool
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"revd/journal"
+	"revd/projections/statehash"
+)
+
+// VerifyOptions are the options of Verify.
+type VerifyOptions struct {
+	// OnProblem, if set, is called with each problem as it is found.
+	OnProblem func(Problem)
+	// Progress, if set, is called after each record.
+	Progress Progress
+}
+
+// VerifyResult is what Verify found.
+type VerifyResult struct {
+	// Meta is the journal's meta as far as it could be read.
+	Meta journal.Meta
+	// Problems is the number of problems found (each was passed to
+	// OnProblem).
+	Problems int
+	// BaseKeys, Records and Events read.
+	BaseKeys, Records, Events int64
+	// FirstRecord and LastRecord are the revisions of the first and last
+	// records; 0 if there are none.
+	FirstRecord, LastRecord int64
+	// StateRev is the revision up to which the state was rebuilt: the last
+	// revision, unless a damaged or missing record made the state after it
+	// unknowable.
+	StateRev int64
+	// Hashed says whether the state at Meta.LastRev could be rebuilt; Keys
+	// and Hash are its number of live keys and state hash.
+	Hashed bool
+	Keys   int64
+	Hash   statehash.Sum
+}
+
+// Verify checks the data directory dir without changing it (it needs the
+// directory lock, so not while a server runs on it) and without stopping
+// at the first problem:
+//
+//   - the meta keys: present, well formed, consistent (base <= compact <=
+//     last revision);
+//   - every Pebble key belongs to the layout of journal/doc.go;
+//   - every base snapshot entry's checksum, and the base snapshot against
+//     the fold rules (it is the only projection state a data directory
+//     keeps, as of revd's journal format 1);
+//   - every record's checksum and embedded revision, and the revision
+//     sequence: from max(base, 1)+1 to the last revision, gap-free, with no
+//     record at or below the base revision;
+//   - every event against the fold rules, replaying the base snapshot and
+//     the records as a server restores them;
+//   - and it computes the state hash at the last revision.
+//
+// Each problem goes to o.OnProblem with its revision and key. A damaged or
+// missing record stops the replay (the state after it is unknown), not the
+// checks of the later records. The error is non-nil only when dir cannot be
+// read at all (journal.ErrNoJournal, journal.ErrLocked, journal.ErrCorrupt
+// from Pebble itself).
+func Verify(dir string, o VerifyOptions) (VerifyResult, error) {
+	j, metaProblems, err := journal.Inspect(dir, journal.Options{CacheBytes: 16 << 20})
+	if err != nil {
+		return VerifyResult{}, err
+	}
+	defer j.Close()
+	v := &verifier{o: o, res: VerifyResult{Meta: j.Meta()}}
+	for _, p := range metaProblems {
+		v.report(Problem{What: "meta: " + corruptText(p, "")})
+	}
+	if err := v.run(j); err != nil {
+		return v.res, err
+	}
+	return v.res, nil
+}
+
+type verifier struct {
+	o      VerifyOptions
+	res    VerifyResult
+	broken bool // the state is unknown from some revision on
+}
+
+func (v *verifier) report(p Problem) {
+	v.res.Problems++
+	if v.o.OnProblem != nil {
+		v.o.OnProblem(p)
+	}
+}
+
+// corruptText is err's message without the ErrCorrupt prefix and without
+// where, when the problem already says where.
+func corruptText(err error, where string) string {
+	s := strings.TrimPrefix(err.Error(), journal.ErrCorrupt.Error()+": ")
+	return strings.TrimPrefix(s, where)
+}
+
+func (v *verifier) run(j *journal.Journal) error {
+	m := v.res.Meta
+	for k, err := range j.ForeignKeys() {
+		if err != nil {
+			return err
+		}
+		v.report(Problem{What: fmt.Sprintf("Pebble key %q is not part of the journal's layout", k)})
+	}
+
+	st := newState()
+	for e, err := range j.ScanBase() {
+		if err != nil && (e.KV == nil || !errors.Is(err, journal.ErrCorrupt)) {
+			return err
+		}
+		if err != nil {
+			v.report(Problem{Key: e.KV.Key, Base: true, What: corruptText(err, fmt.Sprintf("base entry %q: ", e.KV.Key))})
+			v.broken = true
+			continue
+		}
+		v.res.BaseKeys++
+		for _, p := range st.load(e.KV, m.BaseRev) {
+			v.report(p)
+		}
+	}
+
+	next := max(m.BaseRev, 1) + 1 // the revision the next record should have
+	v.res.StateRev = next - 1
+	total := m.LastRev - next + 1
+	for s, err := range j.Scan(0, 0) {
+		if err != nil && (s.Key == nil || !errors.Is(err, journal.ErrCorrupt)) {
+			return err
+		}
+		if s.Revision == 0 {
+			v.report(Problem{What: corruptText(err, "")})
+			continue
+		}
+		rev := s.Revision
+		if rev <= m.BaseRev {
+			v.report(Problem{Rev: rev, What: fmt.Sprintf("record at or below the base revision %d: folded records must be deleted", m.BaseRev)})
+			continue
+		}
+		if v.res.Records == 0 {
+			v.res.FirstRecord = rev
+		}
+		v.res.Records++
+		v.res.LastRecord = rev
+		if rev > next {
+			what := fmt.Sprintf("missing (record %d is followed by record %d)", next-1, rev)
+			if next == max(m.BaseRev, 1)+1 {
+				what = fmt.Sprintf("missing (the records start at %d)", rev)
+			}
+			if rev > next+1 {
+				what = fmt.Sprintf("missing, and so are the revisions up to %d %s", rev-1, what[len("missing "):])
+			}
+			v.report(Problem{Rev: next, What: what})
+			v.broken = true
+		}
+		next = rev + 1
+		if err != nil {
+			v.report(Problem{Rev: rev, What: corruptText(err, fmt.Sprintf("record %d: ", rev))})
+			v.broken = true
+			continue
+		}
+		v.res.Events += int64(len(s.Events))
+		if !v.broken {
+			for _, p := range st.apply(s.Record) {
+				v.report(p)
+			}
+			v.res.StateRev = rev
+		}
+		if v.o.Progress != nil {
+			v.o.Progress(rev-max(m.BaseRev, 1), total)
+		}
+	}
+	if !v.broken {
+		v.res.Hashed = true
+		v.res.StateRev = max(v.res.StateRev, m.LastRev)
+		v.res.Hash, v.res.Keys = st.hash()
+	}
+	return nil
+}

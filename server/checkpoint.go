@@ -1,0 +1,61 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"path/filepath"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"revd/journal"
+	maintenancev1 "revd/protos/revd/maintenance/v1"
+)
+
+// Checkpoint answers revd.maintenance.checkpoint: it writes a consistent
+// copy of the data directory into r.Dir (journal.Journal.Checkpoint) while
+// the server keeps serving, then opens the copy read-only to check it and
+// to report its revisions. The copy is a complete data directory: revd
+// serves it, and the offline journal tools (revctl journal export, verify,
+// rebuild, stats) read it, as they cannot read the directory of a running
+// server.
+//
+// r.Dir is a path on the server's machine, written with the server's
+// permissions, so whoever may send requests to the server may create
+// directories wherever it may. It must be absolute and must not exist.
+//
+// Errors (gRPC statuses): InvalidArgument for an empty or relative path,
+// AlreadyExists when it exists, Unavailable once the server is stopping,
+// Internal for a failed write or a copy that cannot be read back.
+func (s *Server) Checkpoint(ctx context.Context, r *maintenancev1.CheckpointRequest) (*maintenancev1.CheckpointResponse, error) {
+	switch {
+	case r.Dir == "":
+		return nil, status.Error(codes.InvalidArgument, "revd: checkpoint: no directory given")
+	case !filepath.IsAbs(r.Dir):
+		return nil, status.Errorf(codes.InvalidArgument, "revd: checkpoint: %q is not an absolute path", r.Dir)
+	}
+	if err := s.j.Checkpoint(r.Dir); err != nil {
+		switch {
+		case errors.Is(err, fs.ErrExist):
+			return nil, status.Errorf(codes.AlreadyExists, "revd: checkpoint: %s already exists", r.Dir)
+		case errors.Is(err, journal.ErrClosed):
+			return nil, rpctypes.ErrGRPCStopped
+		}
+		return nil, status.Errorf(codes.Internal, "revd: %v", err)
+	}
+	cp, err := journal.OpenReadOnly(r.Dir, journal.Options{CacheBytes: 1 << 20})
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "revd: checkpoint written to %s but it cannot be read back: %v", r.Dir, err)
+	}
+	m := cp.Meta()
+	if err := cp.Close(); err != nil {
+		return nil, status.Errorf(codes.Internal, "revd: checkpoint %s: %v", r.Dir, err)
+	}
+	s.log.Info("checkpoint written", "dir", r.Dir, "revision", m.LastRev)
+	return &maintenancev1.CheckpointResponse{
+		Dir: r.Dir, Revision: m.LastRev, CompactRevision: m.CompactRev, BaseRevision: m.BaseRev,
+		ClusterId: m.ClusterID, MemberId: m.MemberID,
+	}, nil
+}

@@ -1,0 +1,59 @@
+package server
+
+import (
+	"context"
+
+	"revd/projections/etcdkv"
+	"revd/projections/statehash"
+	maintenancev1 "revd/protos/revd/maintenance/v1"
+)
+
+// StateHash is the state hash of the keys alive at one revision.
+type StateHash struct {
+	// Revision hashed.
+	Revision int64
+	// Keys alive at Revision.
+	Keys int64
+	// Sum is the hash defined by package statehash.
+	Sum statehash.Sum
+}
+
+// StateHash hashes the key-value pairs alive at rev, read from the key-shard
+// projections, with package statehash: the same hash revctl journal verify
+// computes offline from a data directory, so the two can be compared. rev
+// <= 0 means the newest committed revision, read linearizably. It fails
+// with rpctypes.ErrGRPCFutureRev above the committed revision and
+// rpctypes.ErrGRPCCompacted below the compaction revision.
+//
+// It reads every live pair once, under each shard's read lock in turn (as
+// a Range over all keys does), and holds pointers to them until it returns.
+func (s *Server) StateHash(ctx context.Context, rev int64) (StateHash, error) {
+	v, err := s.readView(ctx, false)
+	if err != nil {
+		return StateHash{}, err
+	}
+	if rev <= 0 {
+		rev = v.Rev()
+	}
+	kvs, _, err := v.Range([]byte{0}, []byte{}, rev, 0)
+	if err != nil {
+		return StateHash{}, etcdkv.ToGRPC(err)
+	}
+	sum, err := statehash.Of(kvs)
+	if err != nil {
+		return StateHash{}, err
+	}
+	return StateHash{Revision: rev, Keys: int64(len(kvs)), Sum: sum}, nil
+}
+
+// Hash answers revd.maintenance.hash (see protos/revd/maintenance/v1).
+func (s *Server) Hash(ctx context.Context, r *maintenancev1.HashRequest) (*maintenancev1.HashResponse, error) {
+	h, err := s.StateHash(ctx, r.Revision)
+	if err != nil {
+		return nil, err
+	}
+	return &maintenancev1.HashResponse{
+		Revision: h.Revision, Hash: h.Sum[:], Keys: h.Keys, CompactRevision: s.compactRev.Load(),
+		ClusterId: s.meta.ClusterID, MemberId: s.meta.MemberID,
+	}, nil
+}
