@@ -25,6 +25,8 @@ type Batch struct {
 	compactRev    int64
 	hasCompactRev bool
 
+	leaseOps int // PutLease and DeleteLease calls (lease.go)
+
 	buf []byte // scratch for encoding, reused across records
 }
 
@@ -148,7 +150,7 @@ func (j *Journal) Commit(b *Batch) error {
 				b.compactRev, newLast)
 		}
 	}
-	if b.n == 0 && !b.hasCompactRev {
+	if b.n == 0 && !b.hasCompactRev && b.leaseOps == 0 {
 		return nil
 	}
 	if err := b.pb.Commit(pebble.Sync); err != nil {

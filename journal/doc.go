@@ -35,7 +35,7 @@
 //	key                         value
 //	--------------------------  -----------------------------------------
 //	"b/" + user key             base snapshot entry (see below)
-//	"l/" ...                    reserved for leases (not written yet)
+//	"l/" + id (8 bytes BE)      lease entry (see below)
 //	"m/base_rev"                int64, 8 bytes big-endian
 //	"m/cluster_id"              uint64, 8 bytes big-endian, never 0
 //	"m/compact_rev"             int64, 8 bytes big-endian
@@ -77,6 +77,25 @@
 //	Payload  proto.Marshal of the key's mvccpb.KeyValue (key,
 //	         create_revision, mod_revision, version, value, lease). Its key
 //	         must equal the user key in the Pebble key.
+//
+// A lease entry records one granted lease (id and TTL); it is written in
+// the batch that grants the lease and deleted in the batch that revokes it
+// (or records its expiry), the batch that also holds the record deleting
+// the lease's keys. The id is the key's 8 bytes, big-endian two's
+// complement (so ids sort as unsigned numbers):
+//
+//	+-----------+----------------------------+
+//	| CRC (4B)  | TTL (8B, big-endian int64) |
+//	+-----------+----------------------------+
+//
+//	CRC      CRC-32C (Castagnoli), big-endian, over the 8 id bytes of the
+//	         key followed by the 8 TTL bytes.
+//	TTL      the granted TTL in seconds, after raising it to the minimum.
+//
+// Which keys a lease holds is not stored: it is the set of keys whose
+// KeyValue.lease names it. Deadlines are not stored: a restart gives every
+// lease its full TTL again, as etcd's lessor does when its member becomes
+// leader.
 //
 // The meta keys:
 //

@@ -22,7 +22,7 @@ const (
 	crcLen       = 4
 
 	basePrefix  = "b/"
-	leasePrefix = "l/" // reserved for leases; nothing writes it yet
+	leasePrefix = "l/" // leases: lease.go
 
 	payloadFieldRevision protowire.Number = 1
 	payloadFieldEvent    protowire.Number = 2

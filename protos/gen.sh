@@ -32,4 +32,6 @@ protoc \
 	--go_opt=paths=source_relative \
 	--go_opt=Mkv.proto=go.etcd.io/etcd/api/v3/mvccpb \
 	protos/revd/journal/v1/journal.proto \
+	protos/revd/journal/v1/export.proto \
+	protos/revd/maintenance/v1/maintenance.proto \
 	protos/revd/feed/v1/feed.proto

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	leaseactor "revd/actors/lease"
 	"revd/actors/watch"
 )
 
@@ -42,6 +43,10 @@ type Options struct {
 	// WatchServerEvents bounds the events buffered for all watch streams
 	// together. Default 1000000.
 	WatchServerEvents int64
+
+	// LeaseClock drives lease deadlines (tests pass a
+	// leaseactor.FakeClock). Default: the real clock.
+	LeaseClock leaseactor.Clock
 }
 
 func (o Options) withDefaults() Options {

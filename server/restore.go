@@ -5,6 +5,7 @@ import (
 
 	"revd/actors/shard"
 	"revd/journal"
+	"revd/projections/lease"
 	"revd/projections/mvcc"
 )
 
@@ -44,4 +45,25 @@ func restore(j *journal.Journal, st *mvcc.Store, set *shard.Set) (int64, error) 
 	}
 	set.FinishRestore(rev, compactRev)
 	return compactRev, nil
+}
+
+// restoreLeases loads the durable leases into idx and attaches to them the
+// keys alive in st that name them, as etcd's kvstore.restore does.
+func restoreLeases(j *journal.Journal, st *mvcc.Store, idx *lease.Index) (orphans int, err error) {
+	for l, err := range j.Leases() {
+		if err != nil {
+			return 0, err
+		}
+		idx.Insert(lease.Lease{ID: l.ID, TTL: l.TTL, Seq: idx.NextSeq()})
+	}
+	kvs, _, err := st.Range([]byte{0}, []byte{}, 0, 0)
+	if err != nil {
+		return 0, err
+	}
+	for _, kv := range kvs {
+		if kv.Lease != 0 && !idx.Attach(kv) {
+			orphans++
+		}
+	}
+	return orphans, nil
 }

@@ -14,6 +14,7 @@ import (
 	"revd/actors/shard"
 	"revd/actors/watch"
 	"revd/journal"
+	"revd/projections/lease"
 	"revd/projections/mvcc"
 )
 
@@ -33,6 +34,7 @@ type Server struct {
 	seqPID *actor.PID
 	set    *shard.Set
 	comp   *compactor
+	lease  leaseState
 
 	hubPID      *actor.PID
 	watchBudget *watch.Budget
@@ -71,6 +73,14 @@ func New(opts Options) (*Server, error) {
 		j.Close()
 		return nil, err
 	}
+	leases := lease.NewIndex(0)
+	if orphans, err := restoreLeases(j, seqStore, leases); err != nil {
+		j.Close()
+		return nil, err
+	} else if orphans > 0 {
+		s.log.Error("keys name leases that do not exist; they stay without a lease", "keys", orphans)
+	}
+	leaseCopy := leases.Clone() // the lease actor's; the core owns leases
 	s.committed.Store(seqStore.Rev())
 	s.compactRev.Store(compactRev)
 
@@ -79,12 +89,13 @@ func New(opts Options) (*Server, error) {
 	))
 	s.set.Spawn(s.system.Root)
 	seq := sequencer.New(sequencer.Options{
-		Core:     sequencer.NewCore(seqStore, nil),
+		Core:     sequencer.NewCore(seqStore, leases),
 		Log:      journalLog{j},
 		OnCommit: s.onCommit,
 		OnFail:   s.onFail,
 	})
 	s.seqPID = s.system.Root.Spawn(seq.Props())
+	s.startLeases(leaseCopy)
 	if err := s.startWatch(); err != nil {
 		s.Close()
 		return nil, err
@@ -115,6 +126,7 @@ func (s *Server) onCommit(b *sequencer.Batch) {
 		s.set.DispatchCompact(s.system.Root, b.CompactRev)
 		s.comp.schedule(b.CompactRev)
 	}
+	s.leaseCommitted(b)
 	s.publish(b)
 }
 
@@ -130,6 +142,7 @@ func (s *Server) onFail(err error) {
 func (s *Server) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
+		s.stopLeases()
 		if s.unsubFeed != nil {
 			s.unsubFeed()
 		}
@@ -160,5 +173,6 @@ func (l journalLog) Append(b *sequencer.Batch) error {
 	if b.Compact {
 		jb.SetCompactRev(b.CompactRev)
 	}
+	appendLeases(jb, b.Leases)
 	return l.j.Commit(jb)
 }

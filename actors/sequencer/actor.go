@@ -13,6 +13,15 @@ type Command struct {
 	Reply func(Outcome)
 }
 
+// Expiry is the lease actor's command: lease ID, granted with sequence
+// number Seq, passed its deadline (see Core.Expire). Reply, if set, gets the
+// outcome once durable, like a Command's.
+type Expiry struct {
+	ID    int64
+	Seq   uint64
+	Reply func(Outcome)
+}
+
 // Options configure the sequencer actor.
 type Options struct {
 	// Core decides commands; required.
@@ -63,6 +72,12 @@ func (a *Actor) Receive(ctx actor.Context) {
 		go a.w.run()
 	case *Command:
 		a.q.push(pending{out: a.core.Eval(m.Req), reply: m.Reply})
+	case *Expiry:
+		reply := m.Reply
+		if reply == nil {
+			reply = func(Outcome) {}
+		}
+		a.q.push(pending{out: a.core.Expire(m.ID, m.Seq), reply: reply})
 	case *actor.Stopping:
 		a.q.close()
 		<-a.w.done

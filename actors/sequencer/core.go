@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"revd/projections/etcdkv"
+	"revd/projections/lease"
 	"revd/projections/mvcc"
 )
 
@@ -19,14 +20,23 @@ import (
 // The state it evaluates against includes every earlier command, journaled
 // or not yet: commands are decided in order, and the journal commits them in
 // that same order, so a reply sent after the fsync is always consistent.
+//
+// Leases are part of that state: the core keeps the lease index (which
+// leases exist, which keys each holds), grants and revokes leases in order
+// with the KV commands, and attaches and detaches keys as each write's
+// events say. Deadlines are not its business: the lease actor decides when
+// a lease expires and sends an Expiry, which is decided here like a revoke.
 type Core struct {
 	st     *mvcc.Store
-	leases etcdkv.Leases
+	leases *lease.Index
 }
 
-// NewCore returns a core evaluating against st (which it then owns). leases
-// may be nil: then no lease exists.
-func NewCore(st *mvcc.Store, leases etcdkv.Leases) *Core {
+// NewCore returns a core evaluating against st and leases (which it then
+// owns). leases may be nil: an empty index with etcd's default minimum TTL.
+func NewCore(st *mvcc.Store, leases *lease.Index) *Core {
+	if leases == nil {
+		leases = lease.NewIndex(0)
+	}
 	return &Core{st: st, leases: leases}
 }
 
@@ -56,11 +66,16 @@ type Outcome struct {
 	// Physical asks that the reply wait until the journal space below
 	// CompactRev has been reclaimed.
 	Physical bool
+	// Leases are the lease changes to journal: a grant, or the removal of
+	// a revoked or expired lease (whose keys' DELETE events are Events).
+	Leases []lease.Change
 }
 
 // Eval decides one command. req is a *pb.PutRequest, *pb.DeleteRangeRequest,
 // *pb.TxnRequest or *pb.CompactionRequest that already passed etcd's request
-// checks (etcdkv.CheckPut and friends).
+// checks (etcdkv.CheckPut and friends), or a *pb.LeaseGrantRequest (whose
+// ID the server already chose if the client left it 0) or
+// *pb.LeaseRevokeRequest.
 func (c *Core) Eval(req proto.Message) Outcome {
 	switch r := req.(type) {
 	case *pb.PutRequest:
@@ -77,6 +92,10 @@ func (c *Core) Eval(req proto.Message) Outcome {
 		return c.outcome(tw, resp, err)
 	case *pb.CompactionRequest:
 		return c.compact(r)
+	case *pb.LeaseGrantRequest:
+		return c.grant(r)
+	case *pb.LeaseRevokeRequest:
+		return c.revoke(r.ID)
 	}
 	return Outcome{Err: rpctypes.ErrGRPCNotCapable}
 }
@@ -92,6 +111,7 @@ func (c *Core) outcome(tw *etcdkv.StoreTxn, resp proto.Message, err error) Outco
 	out := Outcome{Resp: resp}
 	if tw.Changed() {
 		out.Rev, out.Events = tw.Rev(), tw.Events()
+		c.leases.Apply(out.Events)
 	}
 	return out
 }
@@ -113,4 +133,53 @@ func (c *Core) compact(r *pb.CompactionRequest) Outcome {
 		Compacted:  true,
 		Physical:   r.Physical,
 	}
+}
+
+// grant follows etcd's applier and lessor.Grant: the checks of
+// lease.Index.Grant; no revision; the header carries the current one.
+func (c *Core) grant(r *pb.LeaseGrantRequest) Outcome {
+	l, err := c.leases.Grant(r.ID, r.TTL)
+	if err != nil {
+		return Outcome{Err: err}
+	}
+	rev := c.st.Rev()
+	return Outcome{
+		Resp:   &pb.LeaseGrantResponse{Header: &pb.ResponseHeader{Revision: rev}, ID: l.ID, TTL: l.TTL},
+		Leases: []lease.Change{{Lease: l, Rev: rev}},
+	}
+}
+
+// revoke follows etcd's lessor.Revoke: every key of the lease deleted at one
+// new revision (none if it has no keys), the lease dropped; the header
+// carries the revision after it.
+func (c *Core) revoke(id int64) Outcome {
+	l, ok := c.leases.Get(id)
+	if !ok {
+		return Outcome{Err: lease.ErrNotFound}
+	}
+	tw := etcdkv.NewStoreTxn(c.st)
+	if err := c.leases.Revoke(tw, id); err != nil {
+		panic("sequencer: revoke of an existing lease failed: " + err.Error())
+	}
+	rev := c.st.Rev()
+	out := Outcome{
+		Resp:   &pb.LeaseRevokeResponse{Header: &pb.ResponseHeader{Revision: rev}},
+		Leases: []lease.Change{{Lease: l, Revoked: true, Rev: rev}},
+	}
+	if tw.Changed() {
+		out.Rev, out.Events = tw.Rev(), tw.Events()
+	}
+	return out
+}
+
+// Expire decides the expiry of lease id as granted with sequence number seq
+// (lease.Lease.Seq): a revoke, as etcd's leader proposes one for each
+// expired lease. If the lease is gone, or the id now names a later grant,
+// the expiry is stale and changes nothing (an Outcome with neither Resp nor
+// Err).
+func (c *Core) Expire(id int64, seq uint64) Outcome {
+	if l, ok := c.leases.Get(id); !ok || l.Seq != seq {
+		return Outcome{}
+	}
+	return c.revoke(id)
 }

@@ -2,6 +2,8 @@ package sequencer
 
 import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"revd/projections/lease"
 )
 
 // Record is one revision to journal: its number and all its events.
@@ -20,10 +22,13 @@ type Batch struct {
 	// Physical lists the compaction revisions whose replies wait for the
 	// journal space to be reclaimed.
 	Physical bool
+	// Leases are the lease changes (grants, revokes, expiries) in the order
+	// they were decided; each one's Rev places it among the Records.
+	Leases []lease.Change
 }
 
 // Empty reports whether the batch has nothing to write.
-func (b *Batch) Empty() bool { return len(b.Records) == 0 && !b.Compact }
+func (b *Batch) Empty() bool { return len(b.Records) == 0 && !b.Compact && len(b.Leases) == 0 }
 
 // Log is the durable journal the writer appends to. Append must not return
 // before the batch is synced to stable storage.
@@ -68,6 +73,7 @@ func (w *writer) run() {
 				b.Compact, b.CompactRev = true, o.CompactRev
 				b.Physical = b.Physical || o.Physical
 			}
+			b.Leases = append(b.Leases, o.Leases...)
 		}
 		if !b.Empty() {
 			if err := w.log.Append(b); err != nil {

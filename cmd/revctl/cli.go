@@ -114,6 +114,8 @@ func commands() []command {
 		{"compaction", "compaction [options] <revision>", "Compacts the event history in revd", compactionCommand},
 		{"watch", "watch [options] <key> [range_end]", "Watches events stream on keys or prefixes", watchCommand},
 		{"endpoint", "endpoint status", "Endpoint related commands", endpointCommand},
+		{"lease", "lease <subcommand> [options] [arguments]", "Lease related commands", leaseCommand},
+		{"journal", "journal <subcommand> [options] [arguments]", "Exports, imports, verifies and rebuilds a data directory's journal", journalCommand},
 	}
 }
 
@@ -160,7 +162,7 @@ func (r *runner) dispatch(args []string) error {
 	run := cmd.setup(r, fs)
 	pos, err := fs.parse(rest)
 	if err != nil {
-		return err
+		return flagError(cmd, err)
 	}
 	if help {
 		r.commandUsage(cmd, fs)

@@ -59,7 +59,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 			log.Error("closing the store", "err", err)
 		}
 	}()
-	svc, err := natsapi.Serve(nc, srv, srv.Status, natsapi.Options{SubjectPrefix: cfg.natsSubjectRoot, Logger: log, Watch: srv})
+	svc, err := natsapi.Serve(nc, srv, srv.Status, natsapi.Options{SubjectPrefix: cfg.natsSubjectRoot, Logger: log, Watch: srv, Lease: srv, Maintenance: srv})
 	if err != nil {
 		return fmt.Errorf("starting the NATS API: %w", err)
 	}

@@ -2,10 +2,11 @@
 // etcd 3.7's API (package etcdserverpb) on top of a server.Server.
 //
 // Served: KV (Range, Put, DeleteRange, Txn, Compact, RangeStream), Watch
-// (watch.go), Maintenance.Status and Maintenance.Alarm (always an empty alarm
-// list), enough for etcdctl's endpoint health and endpoint status. Lease,
-// Cluster, Auth and the other Maintenance calls answer codes.Unimplemented
-// until revd has them.
+// (watch.go), Lease (lease.go: grant, revoke, keep-alive, time-to-live,
+// leases), Maintenance.Status and Maintenance.Alarm (always an empty alarm
+// list), enough for etcdctl's endpoint health and endpoint status. Cluster,
+// Auth and the other Maintenance calls answer codes.Unimplemented until revd
+// has them.
 package grpcapi
 
 import (
@@ -47,7 +48,7 @@ func New(srv *server.Server, opts Options) *grpc.Server {
 	pb.RegisterKVServer(gs, srv)
 	pb.RegisterMaintenanceServer(gs, &maintenance{srv: srv})
 	pb.RegisterWatchServer(gs, &watchServer{srv: srv})
-	pb.RegisterLeaseServer(gs, pb.UnimplementedLeaseServer{})
+	pb.RegisterLeaseServer(gs, &leaseServer{srv: srv})
 	pb.RegisterClusterServer(gs, pb.UnimplementedClusterServer{})
 	pb.RegisterAuthServer(gs, pb.UnimplementedAuthServer{})
 	return gs

@@ -15,6 +15,27 @@
 //	revd.kv.compact             CompactionRequest   -> CompactionResponse
 //	revd.maintenance.status     StatusRequest       -> StatusResponse
 //
+// With Options.Lease set, the lease endpoints too (lease.go):
+//
+//	revd.lease.grant            LeaseGrantRequest       -> LeaseGrantResponse
+//	revd.lease.revoke           LeaseRevokeRequest      -> LeaseRevokeResponse
+//	revd.lease.timetolive       LeaseTimeToLiveRequest  -> LeaseTimeToLiveResponse
+//	revd.lease.leases           LeaseLeasesRequest      -> LeaseLeasesResponse
+//	revd.lease.keepalive        LeaseKeepAliveRequest   -> LeaseKeepAliveResponse
+//
+// keepalive is one request of etcd's LeaseKeepAlive stream: a client keeps
+// a lease alive by calling it every third of the TTL (natsclient.KeepAlive).
+//
+// With Options.Maintenance set, revd's own maintenance calls
+// (maintenance.go; messages in protos/revd/maintenance/v1):
+//
+//	revd.maintenance.checkpoint CheckpointRequest       -> CheckpointResponse
+//	revd.maintenance.hash       HashRequest             -> HashResponse
+//
+// checkpoint writes a consistent copy of the data directory into an absolute
+// path on the server's machine, for the offline journal tools; hash is the
+// state hash of revd/projections/statehash at a revision.
+//
 // Options.SubjectPrefix replaces the leading "revd" (for example "test1"
 // gives "test1.kv.put"). Each revd needs a prefix of its own: endpoints use
 // the micro queue group "q", so two servers on one prefix would split the

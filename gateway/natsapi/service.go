@@ -49,6 +49,13 @@ type Options struct {
 	// DefaultWatchSessionTTL.
 	WatchSessionTTL time.Duration
 
+	// Lease serves the lease endpoints (see lease.go); nil: none.
+	Lease LeaseServer
+
+	// Maintenance serves the checkpoint and hash endpoints (see
+	// maintenance.go); nil: none.
+	Maintenance MaintenanceServer
+
 	// onFull, if set, is called when a request has to wait for an
 	// in-flight slot (for tests of MaxInFlight).
 	onFull func(subject string)
@@ -152,6 +159,14 @@ func Serve(nc *nats.Conn, kv pb.KVServer, status StatusFunc, opts Options) (*Ser
 	// Once the server has answered a flush it has processed our SUBs: when
 	// Serve returns, requests reach us.
 	if err := s.addWatchEndpoints(svc); err != nil {
+		_ = svc.Stop()
+		return nil, err
+	}
+	if err := s.addLeaseEndpoints(svc); err != nil {
+		_ = svc.Stop()
+		return nil, err
+	}
+	if err := s.addMaintenanceEndpoints(svc); err != nil {
 		_ = svc.Stop()
 		return nil, err
 	}

@@ -1,0 +1,68 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"revd/server"
+)
+
+// leaseServer serves etcd's Lease service. Unary calls go straight to the
+// server; LeaseKeepAlive is a bidirectional stream answering each request
+// with one response, in order (see server.LeaseKeepAliveOnce).
+type leaseServer struct {
+	pb.UnimplementedLeaseServer
+	srv *server.Server
+}
+
+func (l *leaseServer) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
+	return l.srv.LeaseGrant(ctx, r)
+}
+
+func (l *leaseServer) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
+	return l.srv.LeaseRevoke(ctx, r)
+}
+
+func (l *leaseServer) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
+	return l.srv.LeaseTimeToLive(ctx, r)
+}
+
+func (l *leaseServer) LeaseLeases(ctx context.Context, r *pb.LeaseLeasesRequest) (*pb.LeaseLeasesResponse, error) {
+	return l.srv.LeaseLeases(ctx, r)
+}
+
+// LeaseKeepAlive runs the stream as etcd's v3rpc does: the receive loop in
+// its own goroutine, the call ending when the loop does (the client closed
+// its side: nil) or the stream's context ends.
+func (l *leaseServer) LeaseKeepAlive(stream pb.Lease_LeaseKeepAliveServer) error {
+	errc := make(chan error, 1)
+	go func() { errc <- l.keepAlive(stream) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-stream.Context().Done():
+		return stream.Context().Err()
+	}
+}
+
+func (l *leaseServer) keepAlive(stream pb.Lease_LeaseKeepAliveServer) error {
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		resp, err := l.srv.LeaseKeepAliveOnce(stream.Context(), req)
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package natsapi
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go/micro"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+)
+
+// Lease endpoints. Each is request-reply with etcd's messages, like the KV
+// ones; keepalive is etcd's LeaseKeepAlive stream cut into single calls:
+// one LeaseKeepAliveRequest, one LeaseKeepAliveResponse (TTL 0 for an
+// unknown or expired lease, no error).
+const (
+	EndpointLeaseGrant      = "lease.grant"      // LeaseGrantRequest      -> LeaseGrantResponse
+	EndpointLeaseRevoke     = "lease.revoke"     // LeaseRevokeRequest     -> LeaseRevokeResponse
+	EndpointLeaseTimeToLive = "lease.timetolive" // LeaseTimeToLiveRequest -> LeaseTimeToLiveResponse
+	EndpointLeaseLeases     = "lease.leases"     // LeaseLeasesRequest     -> LeaseLeasesResponse
+	EndpointLeaseKeepAlive  = "lease.keepalive"  // LeaseKeepAliveRequest  -> LeaseKeepAliveResponse
+)
+
+// LeaseServer answers the lease endpoints; revd's *server.Server is one.
+type LeaseServer interface {
+	LeaseGrant(context.Context, *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error)
+	LeaseRevoke(context.Context, *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error)
+	LeaseTimeToLive(context.Context, *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error)
+	LeaseLeases(context.Context, *pb.LeaseLeasesRequest) (*pb.LeaseLeasesResponse, error)
+	LeaseKeepAliveOnce(context.Context, *pb.LeaseKeepAliveRequest) (*pb.LeaseKeepAliveResponse, error)
+}
+
+// addLeaseEndpoints registers the lease endpoints, served like the KV ones
+// (each call in its own goroutine, within MaxInFlight and RequestTimeout).
+func (s *Service) addLeaseEndpoints(svc micro.Service) error {
+	ls := s.opts.Lease
+	if ls == nil {
+		return nil
+	}
+	for _, ep := range []struct {
+		name string
+		run  call
+	}{
+		{EndpointLeaseGrant, unary(ls.LeaseGrant)},
+		{EndpointLeaseRevoke, unary(ls.LeaseRevoke)},
+		{EndpointLeaseTimeToLive, unary(ls.LeaseTimeToLive)},
+		{EndpointLeaseLeases, unary(ls.LeaseLeases)},
+		{EndpointLeaseKeepAlive, unary(ls.LeaseKeepAliveOnce)},
+	} {
+		subject := Subject(s.opts.SubjectPrefix, ep.name)
+		run := ep.run
+		handler := micro.HandlerFunc(func(req micro.Request) { s.dispatch(subject, run, req) })
+		if err := svc.AddEndpoint(endpointName(ep.name), handler, micro.WithEndpointSubject(subject)); err != nil {
+			return fmt.Errorf("natsapi: add endpoint %s: %w", subject, err)
+		}
+	}
+	return nil
+}

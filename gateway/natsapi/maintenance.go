@@ -1,0 +1,62 @@
+package natsapi
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go/micro"
+
+	maintenancev1 "revd/protos/revd/maintenance/v1"
+)
+
+// Maintenance endpoints that etcd's API has no message for. Payloads are
+// the protobuf messages of protos/revd/maintenance/v1/maintenance.proto;
+// errors are micro errors with a gRPC code, as for the etcd calls.
+const (
+	// EndpointCheckpoint writes a consistent copy of the server's data
+	// directory into CheckpointRequest.dir, an absolute path on the server's
+	// machine that must not exist (codes InvalidArgument, AlreadyExists),
+	// and answers with the copy's revisions. The offline journal tools
+	// (revctl journal ...) read such a copy; they cannot read the directory
+	// of a running server.
+	EndpointCheckpoint = "maintenance.checkpoint" // CheckpointRequest -> CheckpointResponse
+	// EndpointHash answers the state hash (package
+	// revd/projections/statehash) at HashRequest.revision (0: the newest),
+	// the same hash revctl journal verify computes offline (codes
+	// OutOfRange for a future or compacted revision, as Range).
+	EndpointHash = "maintenance.hash" // HashRequest -> HashResponse
+)
+
+// MaintenanceServer answers the maintenance endpoints above; revd's
+// *server.Server is one. Checkpoint writes wherever the server process may
+// write, on behalf of anyone who may publish on the subject: restrict the
+// subject with NATS permissions where that matters.
+type MaintenanceServer interface {
+	Checkpoint(context.Context, *maintenancev1.CheckpointRequest) (*maintenancev1.CheckpointResponse, error)
+	Hash(context.Context, *maintenancev1.HashRequest) (*maintenancev1.HashResponse, error)
+}
+
+// addMaintenanceEndpoints registers the maintenance endpoints, served like
+// the KV ones (each call in its own goroutine, within MaxInFlight and
+// RequestTimeout).
+func (s *Service) addMaintenanceEndpoints(svc micro.Service) error {
+	ms := s.opts.Maintenance
+	if ms == nil {
+		return nil
+	}
+	for _, ep := range []struct {
+		name string
+		run  call
+	}{
+		{EndpointCheckpoint, unary(ms.Checkpoint)},
+		{EndpointHash, unary(ms.Hash)},
+	} {
+		subject := Subject(s.opts.SubjectPrefix, ep.name)
+		run := ep.run
+		handler := micro.HandlerFunc(func(req micro.Request) { s.dispatch(subject, run, req) })
+		if err := svc.AddEndpoint(endpointName(ep.name), handler, micro.WithEndpointSubject(subject)); err != nil {
+			return fmt.Errorf("natsapi: add endpoint %s: %w", subject, err)
+		}
+	}
+	return nil
+}

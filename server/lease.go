@@ -1,0 +1,189 @@
+package server
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	leaseactor "revd/actors/lease"
+	"revd/actors/sequencer"
+	"revd/journal"
+	"revd/projections/lease"
+)
+
+// The lease API. Grants and revokes are commands: they go through the
+// sequencer, are decided in order with the KV writes and journaled with
+// them. Keep-alives, time-to-live and the lease list are answered by the
+// lease actor (actors/lease), which owns the deadlines and follows every
+// durable batch; expiries go from it to the sequencer as revokes.
+
+// leaseState is the server's lease machinery.
+type leaseState struct {
+	pid *actor.PID
+	ids leaseIDs
+}
+
+// startLeases spawns the lease actor over idx (a copy of the restored
+// index, which the actor then owns); restored leases get their full TTL
+// from now on.
+func (s *Server) startLeases(idx *lease.Index) {
+	s.lease.ids.init(s.meta.MemberID, time.Now())
+	root, seq, log := s.system.Root, s.seqPID, s.log.With("component", "lease")
+	a := leaseactor.New(leaseactor.Options{
+		Index: idx,
+		Clock: s.opts.LeaseClock,
+		Expire: func(id int64, gen uint64) {
+			root.Send(seq, &sequencer.Expiry{ID: id, Seq: gen, Reply: func(o sequencer.Outcome) {
+				if o.Err != nil {
+					log.Warn("lease expiry not recorded; it will be retried", "id", id, "err", o.Err)
+				}
+			}})
+		},
+		Logger: log,
+	})
+	s.lease.pid = root.Spawn(a.Props())
+}
+
+// leaseCommitted hands a durable batch to the lease actor (from onCommit,
+// before any reply): it applies the lease changes and the keys' lease
+// attachments.
+func (s *Server) leaseCommitted(b *sequencer.Batch) {
+	if s.lease.pid != nil {
+		s.system.Root.Send(s.lease.pid, &leaseactor.Committed{Batch: b})
+	}
+}
+
+func (s *Server) stopLeases() {
+	if s.lease.pid != nil {
+		_ = s.system.Root.StopFuture(s.lease.pid).Wait()
+	}
+}
+
+// appendLeases adds a batch's lease changes to its journal batch.
+func appendLeases(jb *journal.Batch, changes []lease.Change) {
+	for _, c := range changes {
+		if c.Revoked {
+			jb.DeleteLease(c.ID)
+		} else {
+			jb.PutLease(c.ID, c.TTL)
+		}
+	}
+}
+
+// maxIDRetries bounds how often LeaseGrant picks another id when the one it
+// chose is taken (only possible if a client chose that id itself).
+const maxIDRetries = 8
+
+// LeaseGrant grants a lease: with ID 0 the server picks one, as etcd does
+// (member bits, a millisecond timestamp, a counter; always positive).
+func (s *Server) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
+	req := &pb.LeaseGrantRequest{ID: r.ID, TTL: r.TTL}
+	chosen := req.ID == 0
+	for attempt := 0; ; attempt++ {
+		if chosen {
+			req.ID = s.lease.ids.next()
+		}
+		resp, err := s.propose(ctx, req)
+		if err == rpctypes.ErrGRPCLeaseExist && chosen && attempt < maxIDRetries {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		gr := resp.(*pb.LeaseGrantResponse)
+		s.fill(gr.Header)
+		return gr, nil
+	}
+}
+
+// LeaseRevoke revokes a lease, deleting its keys at one revision.
+func (s *Server) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
+	resp, err := s.propose(ctx, &pb.LeaseRevokeRequest{ID: r.ID})
+	if err != nil {
+		return nil, err
+	}
+	rr := resp.(*pb.LeaseRevokeResponse)
+	s.fill(rr.Header)
+	return rr, nil
+}
+
+// LeaseKeepAliveOnce renews a lease once: one request of etcd's
+// LeaseKeepAlive stream. An unknown or expired lease answers TTL 0, no
+// error. As in etcd, the header is taken before the renewal.
+func (s *Server) LeaseKeepAliveOnce(ctx context.Context, r *pb.LeaseKeepAliveRequest) (*pb.LeaseKeepAliveResponse, error) {
+	resp := &pb.LeaseKeepAliveResponse{Header: s.Header(), ID: r.ID}
+	ttl, err := askLease(ctx, s, func(reply func(int64)) any { return &leaseactor.Renew{ID: r.ID, Reply: reply} })
+	if err != nil {
+		return nil, err
+	}
+	resp.TTL = ttl
+	return resp, nil
+}
+
+// LeaseTimeToLive describes a lease; an unknown one answers TTL -1.
+func (s *Server) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
+	info, err := askLease(ctx, s, func(reply func(leaseactor.TTLInfo)) any {
+		return &leaseactor.TimeToLive{ID: r.ID, Keys: r.Keys, Reply: reply}
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.LeaseTimeToLiveResponse{Header: s.Header(), ID: r.ID, TTL: -1}
+	if info.Found {
+		resp.TTL, resp.GrantedTTL, resp.Keys = info.TTL, info.GrantedTTL, info.Keys
+	}
+	return resp, nil
+}
+
+// LeaseLeases lists the leases, soonest to expire first (as etcd does).
+func (s *Server) LeaseLeases(ctx context.Context, _ *pb.LeaseLeasesRequest) (*pb.LeaseLeasesResponse, error) {
+	ids, err := askLease(ctx, s, func(reply func([]int64)) any { return &leaseactor.List{Reply: reply} })
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.LeaseLeasesResponse{Header: s.Header(), Leases: make([]*pb.LeaseStatus, len(ids))}
+	for i, id := range ids {
+		resp.Leases[i] = &pb.LeaseStatus{ID: id}
+	}
+	return resp, nil
+}
+
+// askLease sends the lease actor a request built around a reply function
+// and waits for the answer or the end of ctx.
+func askLease[T any](ctx context.Context, s *Server, req func(reply func(T)) any) (T, error) {
+	ch := make(chan T, 1)
+	s.system.Root.Send(s.lease.pid, req(func(v T) { ch <- v }))
+	select {
+	case v := <-ch:
+		return v, nil
+	case <-ctx.Done():
+		var zero T
+		return zero, toStatus(ctx.Err())
+	}
+}
+
+// leaseIDs picks lease ids as etcd's idutil.Generator does for its request
+// ids: the member id's low 16 bits, then a 40-bit millisecond timestamp of
+// the start, then an 8-bit counter (the counter carries into the
+// timestamp); the top bit is cleared so ids are positive.
+type leaseIDs struct {
+	prefix uint64
+	suffix atomic.Uint64
+}
+
+func (g *leaseIDs) init(member uint64, now time.Time) {
+	g.prefix = uint64(uint16(member)) << 48
+	g.suffix.Store((uint64(now.UnixMilli()) & (1<<40 - 1)) << 8)
+}
+
+func (g *leaseIDs) next() int64 {
+	id := int64((g.prefix | g.suffix.Add(1)&(1<<48-1)) & (1<<63 - 1))
+	if id == 0 {
+		return g.next()
+	}
+	return id
+}
