@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+
+	"revd/bench/internal/proc"
+	"revd/bench/internal/progress"
+	"revd/bench/internal/report"
+)
+
+// harness runs the plan and collects the suite.
+type harness struct {
+	cfg      config
+	sz       sizes
+	root     string // the revd module
+	outDir   string // results/<timestamp>
+	dataRoot string
+
+	tools   proc.Tools
+	revdBin string
+	binDir  string
+
+	suite *report.Suite
+	prog  *progress.Display
+
+	// The server of the current phase and a raw client to it.
+	srv  *proc.Server
+	conn *grpc.ClientConn
+	kv   pb.KVClient
+
+	failed bool
+}
+
+// step is one line of progress. run returns a one-line result.
+type step struct {
+	name string
+	run  func(ctx context.Context) (string, error)
+}
+
+func run(ctx context.Context, cfg config) (bool, error) {
+	root, err := proc.RepoRoot()
+	if err != nil {
+		return false, err
+	}
+	h := &harness{cfg: cfg, sz: fullSizes, root: root}
+	if cfg.quick {
+		h.sz = quickSizes
+	}
+	started := time.Now()
+	if cfg.outRoot == "" {
+		cfg.outRoot = filepath.Join(root, "bench", "results")
+	}
+	h.outDir = filepath.Join(cfg.outRoot, started.Format("20060102-150405"))
+	for _, d := range []string{h.outDir, filepath.Join(h.outDir, "raw"), filepath.Join(h.outDir, "logs")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return false, err
+		}
+	}
+	if h.dataRoot = cfg.dataRoot; h.dataRoot == "" {
+		if h.dataRoot, err = os.MkdirTemp("", "revd-bench-"); err != nil {
+			return false, err
+		}
+	} else if err := os.MkdirAll(h.dataRoot, 0o755); err != nil {
+		return false, err
+	}
+	if !cfg.keepData && cfg.dataRoot == "" {
+		defer os.RemoveAll(h.dataRoot)
+	}
+	if h.binDir, err = os.MkdirTemp("", "revd-bench-bin-"); err != nil {
+		return false, err
+	}
+	defer os.RemoveAll(h.binDir)
+
+	h.suite = &report.Suite{Started: started, Quick: cfg.quick, Sweeps: sweeps(h.sz), Targets: targets()}
+	steps := h.plan()
+	h.prog = progress.New(os.Stderr, len(steps))
+	fmt.Fprintf(os.Stderr, "bench: results in %s\n", h.outDir)
+	for _, st := range steps {
+		if ctx.Err() != nil {
+			break
+		}
+		h.prog.Start(st.name, nil)
+		res, err := st.run(ctx)
+		if err != nil {
+			h.failed = true
+			h.note("%s: %v", st.name, err)
+			h.prog.End("FAILED: " + firstLine(err.Error()))
+			continue
+		}
+		h.prog.End(res)
+	}
+	h.stopServer() // after an interrupt or a failed phase
+	h.prog.Close()
+	h.suite.Elapsed = time.Since(started)
+	if ctx.Err() != nil {
+		h.note("interrupted: the report is partial")
+	}
+	if err := h.writeReport(); err != nil {
+		return false, err
+	}
+	if err := report.Console(os.Stdout, h.suite); err != nil {
+		return false, err
+	}
+	fmt.Fprintf(os.Stderr, "\nbench: report %s\n", filepath.Join(h.outDir, "report.md"))
+	return !h.failed && ctx.Err() == nil, nil
+}
+
+// selected reports whether --only lets measurement id run.
+func (h *harness) selected(id string) bool {
+	return h.cfg.only == nil || h.cfg.only.MatchString(id)
+}
+
+func (h *harness) note(format string, args ...any) {
+	h.suite.Notes = append(h.suite.Notes, fmt.Sprintf(format, args...))
+}
+
+// plan lists every step of the run, honouring --only.
+func (h *harness) plan() []step {
+	steps := []step{
+		{"build etcd " + proc.EtcdVersion + " and etcd's benchmark tool (bench/tools)", h.buildTools},
+		{"build revd", h.buildRevd},
+		{"describe the environment", h.describeEnv},
+	}
+	runs := toolRuns(h.sz, h.cfg.keySpace)
+	for _, kind := range []string{proc.Etcd, proc.Revd} {
+		var phase []step
+		for _, tr := range runs {
+			if !h.selectedRun(tr) {
+				continue
+			}
+			h.addWorkloadRows(tr)
+			phase = append(phase, step{kind + ": " + tr.name(), h.toolStep(kind, tr)})
+		}
+		if len(phase) > 0 {
+			phase = append(phase, step{kind + ": resident memory after the gRPC workloads", h.memoryStep(kind)})
+		}
+		if kind == proc.Revd {
+			phase = append(phase, h.natsSteps()...)
+			if h.selected("profile") {
+				phase = append(phase, step{"revd: CPU profile during put, 100 clients / 10 conns", h.profileStep})
+			}
+		}
+		if h.selected("idle-watchers") {
+			phase = append(phase, step{fmt.Sprintf("%s: memory of %d idle watchers", kind, h.sz.idleWatchers), h.idleWatchersStep(kind)})
+		}
+		if h.selected("watch-fanout") {
+			h.addFanOutRow()
+			phase = append(phase, step{fmt.Sprintf("%s: watch fan-out to %d watchers", kind, h.sz.fanWatchers), h.fanOutStep(kind)})
+		}
+		if len(phase) == 0 {
+			continue
+		}
+		steps = append(steps, step{"start a fresh " + kind, h.startStep(kind, "main", true)})
+		steps = append(steps, phase...)
+		steps = append(steps, step{"stop " + kind, h.stopStep})
+	}
+	if h.selected("big-range") {
+		for _, kind := range []string{proc.Etcd, proc.Revd} {
+			steps = append(steps,
+				step{"start a fresh " + kind + " for the large range", h.startStep(kind, "big-range", false)},
+				step{fmt.Sprintf("%s: load %d keys", kind, h.sz.rangeKeys), h.loadKeysStep},
+				step{fmt.Sprintf("%s: range over %d keys", kind, h.sz.rangeKeys), h.bigRangeStep(kind)},
+				step{"stop " + kind, h.stopStep},
+			)
+		}
+	}
+	for _, n := range h.sz.restartRevs {
+		if !h.selected(fmt.Sprintf("restart-%d", n)) {
+			continue
+		}
+		steps = append(steps,
+			step{fmt.Sprintf("write a revd journal of %d revisions", n), h.genJournalStep(n)},
+			step{fmt.Sprintf("revd: start on %d revisions", n), h.restartStep(n)},
+		)
+	}
+	return steps
+}
+
+func (h *harness) selectedRun(tr toolRun) bool {
+	for _, r := range tr.rows {
+		if h.selected(r.id) {
+			return true
+		}
+	}
+	// txn-mixed has one id per section; let "txn-mixed-100x10" pick it.
+	return tr.cmd[0] == "txn-mixed" && h.selected("txn-mixed-100x10")
+}
+
+func (h *harness) buildTools(ctx context.Context) (string, error) {
+	t, err := proc.BuildTools(ctx, h.root)
+	if err != nil {
+		return "", err
+	}
+	h.tools = t
+	return fmt.Sprintf("%s, benchmark from %s (in %s)", t.EtcdVersion, t.BenchmarkModule, t.Dir), nil
+}
+
+func (h *harness) buildRevd(ctx context.Context) (string, error) {
+	bin, err := proc.BuildRevd(ctx, h.root, h.binDir)
+	if err != nil {
+		return "", err
+	}
+	h.revdBin = bin
+	return proc.GitDescribe(h.root), nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

@@ -1,0 +1,254 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Markdown writes the report. charts are the files written next to it
+// (from Charts); profile paths in s.Profile are relative to it too.
+func Markdown(w io.Writer, s *Suite, charts []ChartFile) error {
+	m := &mdWriter{w: w}
+	m.p("# revd vs etcd 3.7.3: benchmark report")
+	mode := "full suite"
+	if s.Quick {
+		mode = "**quick smoke run** (tiny counts: the numbers say nothing about performance)"
+	}
+	m.p("Started %s, took %s; %s. Every ratio is revd/etcd: above 1 is better for throughput, below 1 is better for latency and memory.",
+		s.Started.Format("2006-01-02 15:04:05 MST"), s.Elapsed.Round(time.Second), mode)
+	if len(s.Notes) > 0 {
+		m.p("**Notes**")
+		for _, n := range s.Notes {
+			m.line("- " + oneLine(n))
+		}
+		m.line("")
+	}
+
+	m.h("Targets")
+	m.row("target", "required", "etcd", "revd", "measured", "verdict")
+	m.sep(6)
+	for _, r := range s.Evaluate() {
+		m.row(r.Name, r.describe(), formatValue(r.Etcd, r.Unit), formatValue(r.Revd, r.Unit),
+			formatRatio(r.Ratio), verdictMD(r.Verdict))
+	}
+	m.line("")
+
+	m.h("etcd gRPC API, driven by etcd's benchmark tool")
+	m.p("Each server was started fresh (new data directory, fsync on) and ran the workloads below in this order. Latencies are per request, as the tool measures them.")
+	m.row("workload", "clients (conns)", "etcd req/s", "revd req/s", "revd/etcd", "etcd p50", "revd p50", "etcd p99", "revd p99", "notes")
+	m.sep(10)
+	for _, wl := range s.Workloads {
+		m.row(wl.Name, clientsConns(wl.Clients, wl.Conns),
+			formatValue(runValue(&wl.Etcd, "rps"), PerSecond), formatValue(runValue(&wl.Revd, "rps"), PerSecond),
+			formatRatio(ratio(runValue(&wl.Etcd, "rps"), runValue(&wl.Revd, "rps"))),
+			formatValue(runValue(&wl.Etcd, "p50"), Seconds), formatValue(runValue(&wl.Revd, "p50"), Seconds),
+			formatValue(runValue(&wl.Etcd, "p99"), Seconds), formatValue(runValue(&wl.Revd, "p99"), Seconds),
+			notes(wl))
+	}
+	m.line("")
+	m.p("**CPU per request** (user + system time of the server process during the run, over the requests it served; and the same for etcd's benchmark tool, which shares the machine's cores with the server: the tool's share caps what any server can reach here):")
+	m.row("workload", "etcd CPU/req", "revd CPU/req", "revd/etcd", "tool CPU/req (etcd run)", "tool CPU/req (revd run)")
+	m.sep(6)
+	for _, wl := range s.Workloads {
+		e, r := runValue(&wl.Etcd, "cpu"), runValue(&wl.Revd, "cpu")
+		m.row(wl.Name, formatValue(e, Seconds), formatValue(r, Seconds), formatRatio(ratio(e, r)),
+			formatValue(runValue(&wl.Etcd, "client-cpu"), Seconds), formatValue(runValue(&wl.Revd, "client-cpu"), Seconds))
+	}
+	m.line("")
+
+	if len(charts) > 0 {
+		m.h("Charts")
+		for _, c := range charts {
+			m.p("![%s](%s)", c.Title, c.Name)
+		}
+	}
+
+	if len(s.Figures) > 0 {
+		m.h("Memory, watchers and large reads")
+		m.row("measure", "etcd", "revd", "revd/etcd")
+		m.sep(4)
+		for _, f := range s.Figures {
+			m.row(f.Name, formatValue(f.Etcd, f.Unit), formatValue(f.Revd, f.Unit), formatRatio(ratio(f.Etcd, f.Revd)))
+		}
+		m.line("")
+	}
+
+	if len(s.NATS) > 0 {
+		m.h("revd's NATS API")
+		m.p("The same requests through revd's NATS request-reply API (revd/gateway/natsclient), with the clients spread over NATS connections as the tool spreads them over gRPC connections.")
+		m.row("workload", "clients (conns)", "NATS req/s", "NATS p50", "NATS p99", "revd CPU/req", "gRPC req/s", "NATS/gRPC", "notes")
+		m.sep(9)
+		for _, n := range s.NATS {
+			g := Value{}
+			if wl := s.Workload(n.GRPC); wl != nil {
+				g = runValue(&wl.Revd, "rps")
+			}
+			nv := runValue(&n.Run, "rps")
+			m.row(n.Name, clientsConns(n.Clients, n.Conns), formatValue(nv, PerSecond),
+				formatValue(runValue(&n.Run, "p50"), Seconds), formatValue(runValue(&n.Run, "p99"), Seconds),
+				formatValue(runValue(&n.Run, "cpu"), Seconds), formatValue(g, PerSecond), formatRatio(ratio(g, nv)), runNote(&n.Run))
+		}
+		m.line("")
+	}
+
+	if len(s.Restarts) > 0 {
+		m.h("revd restart time against journal size")
+		m.p("A journal of N revisions (one put of a 256-byte value each, over 10,000 keys, never compacted) written with the journal package, then `revd` started on it: time from exec to the first answered Range.")
+		m.row("revisions", "data directory", "ready after", "RSS when ready")
+		m.sep(4)
+		for _, r := range s.Restarts {
+			size := "—"
+			if r.JournalBytes > 0 {
+				size = formatBytes(float64(r.JournalBytes))
+			}
+			m.row(formatCount(float64(r.Revisions)), size,
+				formatValue(r.Ready, Seconds), formatValue(r.RSS, Bytes))
+		}
+		m.line("")
+	}
+
+	if p := s.Profile; p != nil {
+		m.h("revd write path: CPU profile")
+		if p.Err != "" {
+			m.p("The profile failed: %s", oneLine(p.Err))
+		} else {
+			m.p("CPU profile of revd during %s: %s of CPU sampled in %s. Files: [%s](%s) (`go tool pprof -http=: revd %s`), full `go tool pprof -top`: [%s](%s).",
+				p.Workload, formatDuration(p.Total), formatDuration(p.Duration), p.File, p.File, p.File, p.TopFile, p.TopFile)
+			m.p("**CPU by component** (own time of the functions of each part):")
+			m.row("component", "CPU", "share")
+			m.sep(3)
+			for _, c := range p.Components {
+				m.row(c.Name, formatDuration(c.Flat), share(c.Flat, p.Total))
+			}
+			m.line("")
+			m.p("**Top functions by own time** (`go tool pprof -top`):")
+			m.row("function", "flat", "flat%", "cum", "cum%")
+			m.sep(5)
+			for _, n := range p.TopFlat {
+				m.row("`"+n.Name+"`", formatDuration(n.Flat), share(n.Flat, p.Total), formatDuration(n.Cum), share(n.Cum, p.Total))
+			}
+			m.line("")
+			m.p("**revd functions by cumulative time** (where the write path spends, including callees):")
+			m.row("function", "cum", "cum%")
+			m.sep(3)
+			for _, n := range p.TopRevd {
+				m.row("`"+n.Name+"`", formatDuration(n.Cum), share(n.Cum, p.Total))
+			}
+			m.line("")
+		}
+	}
+
+	m.h("How each figure is measured")
+	for _, l := range method {
+		m.line("- " + l)
+	}
+	m.line("")
+
+	m.h("Environment")
+	m.row("", "")
+	m.sep(2)
+	for _, e := range s.Env {
+		m.row(e.Key, e.Value)
+	}
+	m.line("")
+
+	m.h("Commands")
+	m.p("etcd's benchmark tool was run as follows (the same against both servers; `ENDPOINT` is the server's address):")
+	m.line("```text")
+	for _, wl := range s.Workloads {
+		if wl.Command != "" {
+			m.line(wl.Command)
+		}
+	}
+	m.line("```")
+	return m.err
+}
+
+type mdWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (m *mdWriter) line(s string) {
+	if m.err == nil {
+		_, m.err = io.WriteString(m.w, s+"\n")
+	}
+}
+
+func (m *mdWriter) p(format string, args ...any) {
+	m.line(fmt.Sprintf(format, args...))
+	m.line("")
+}
+
+func (m *mdWriter) h(title string) { m.line("## " + title); m.line("") }
+
+func (m *mdWriter) row(cells ...string) {
+	for i, c := range cells {
+		cells[i] = strings.ReplaceAll(c, "|", `\|`)
+	}
+	m.line("| " + strings.Join(cells, " | ") + " |")
+}
+
+func (m *mdWriter) sep(n int) { m.line("|" + strings.Repeat(" --- |", n)) }
+
+func verdictMD(v Verdict) string {
+	switch v {
+	case Met:
+		return "✅ met"
+	case Missed:
+		return "❌ missed"
+	case NotApplicable:
+		return "n/a (unimplemented)"
+	}
+	return "— not measured"
+}
+
+func clientsConns(clients, conns int) string {
+	if clients == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d (%d)", clients, conns)
+}
+
+func notes(wl *Workload) string {
+	var ns []string
+	for _, x := range []struct {
+		name string
+		r    *Run
+	}{{"etcd", &wl.Etcd}, {"revd", &wl.Revd}} {
+		if n := runNote(x.r); n != "" {
+			ns = append(ns, x.name+": "+n)
+		}
+	}
+	return strings.Join(ns, "; ")
+}
+
+func share(d, total time.Duration) string {
+	if total <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(d)/float64(total))
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 400 {
+		s = s[:397] + "..."
+	}
+	return s
+}
+
+// method explains the measures, in the order of the report.
+var method = []string{
+	"**gRPC workloads**: etcd's own benchmark tool with the command lines under *Commands*, against each server in turn; requests/s and latency percentiles are the tool's (it picks the p-th percentile as the first sorted sample at or past p% of the samples). `put` and `txn-put` write `--sequential-keys` over `--key-space-size` keys; `range` reads one key (`rangekey`, a 256-byte value written before the workloads).",
+	"**watch-latency**: the tool's: 10 streams × 10 watchers on one key, puts at a fixed rate; each event's latency runs from the moment its put returned to the client (0 if the event arrived first).",
+	"**watch fan-out**: the harness's own driver (raw gRPC): the watchers on one key, 100 per stream over 10 connections, and puts at a fixed rate from another connection; each event's latency runs from the moment its put was *sent*, so it includes the commit and does not depend on whether a server notifies watchers before or after it acknowledges the write (etcd notifies first). Requests/s is events delivered per second.",
+	"**memory per idle watcher**: the server's VmRSS after creating the watchers (each on a key of its own that nobody writes, 100 per stream) minus before, divided by their number.",
+	"**VmRSS / VmHWM after the gRPC workloads**: `/proc/<pid>/status` of the server right after its last tool workload, before anything else runs on it.",
+	"**range over many keys**: a fresh server, the keys written by txns of 128 puts (8-byte keys, 256-byte values), then one linearizable Range of all of them with their values, repeated; the median time, and VmHWM afterwards (the peak of the process's life, loading included).",
+	"**NATS API** (revd only): the harness's load generator (`revd/gateway/natsclient`) sends the same requests as the tool, with N clients sharing M NATS connections.",
+	"**restart time** (revd only): from exec of `revd` on a journal written with the journal package to the first answered Range.",
+	"**CPU profile** (revd only): `net/http/pprof` of revd (`--pprof`) while the tool runs the 100-client put load, summarized from `go tool pprof -top`; components sum the own (flat) time of their functions.",
+}

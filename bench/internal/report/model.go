@@ -1,0 +1,284 @@
+// Package report holds the results of a benchmark suite and renders them:
+// a console table (Console), a Markdown report (Markdown) and SVG charts
+// (Charts, drawn by hand in svg.go).
+//
+// Every figure is revd's against etcd's, with the ratio revd/etcd; a
+// Target says which ratio revd must reach.
+package report
+
+import (
+	"math"
+	"time"
+
+	"revd/bench/internal/stats"
+)
+
+// Status says whether a measurement exists.
+type Status int
+
+const (
+	// NotRun: the measurement was not attempted (filtered out, or a
+	// revd-only measurement on etcd).
+	NotRun Status = iota
+	// OK: measured.
+	OK
+	// Unimplemented: the server answered Unimplemented.
+	Unimplemented
+	// Failed: the run failed; Err says why.
+	Failed
+)
+
+// Run is one server's outcome of one workload.
+type Run struct {
+	Status  Status
+	Err     string
+	Summary *stats.Summary
+	// CPUPerRequest is the server's CPU time (user + system) during the
+	// run divided by the requests (or events) it served; 0 if unknown.
+	CPUPerRequest time.Duration
+	// ClientCPUPerRequest is the same for the load generator.
+	ClientCPUPerRequest time.Duration
+}
+
+// Workload is one workload run against both servers.
+type Workload struct {
+	// ID identifies the workload ("put-100x10"); Name describes it.
+	ID, Name string
+	// Clients and Conns as in etcd's benchmark tool (0 if not applicable).
+	Clients, Conns int
+	// Command is the benchmark tool's command line (or a description of
+	// the harness's own driver).
+	Command string
+	// Chart asks for a latency-percentile chart of this workload.
+	Chart      bool
+	Etcd, Revd Run
+}
+
+// Run returns the run of the given server ("etcd" or "revd").
+func (w *Workload) Run(server string) *Run {
+	if server == "etcd" {
+		return &w.Etcd
+	}
+	return &w.Revd
+}
+
+// Unit is the unit of a Figure's values.
+type Unit int
+
+const (
+	// Bytes, with binary prefixes.
+	Bytes Unit = iota
+	// Seconds, shown as a duration.
+	Seconds
+	// Count, a plain number.
+	Count
+	// PerSecond, a rate.
+	PerSecond
+)
+
+// Value is one server's figure.
+type Value struct {
+	V      float64
+	Status Status
+	Err    string
+}
+
+// Val is an OK value.
+func Val(v float64) Value { return Value{V: v, Status: OK} }
+
+// Dur is an OK duration value, in seconds.
+func Dur(d time.Duration) Value { return Val(d.Seconds()) }
+
+// Figure is a scalar measured on both servers (or on revd only).
+type Figure struct {
+	ID, Name string
+	Unit     Unit
+	// Higher is true if more is better (throughput), false if less is
+	// (latency, memory).
+	Higher     bool
+	Etcd, Revd Value
+}
+
+// Sweep is a workload measured at several client counts: the points are
+// Workload IDs, in increasing client count.
+type Sweep struct {
+	ID, Name string
+	Points   []string
+}
+
+// NATSRun is a workload driven through revd's NATS API, next to the same
+// workload through gRPC.
+type NATSRun struct {
+	Name           string
+	Clients, Conns int
+	Run            Run
+	// GRPC is the ID of the gRPC workload it compares with.
+	GRPC string
+}
+
+// Restart is revd's start-up time on a journal of a given size.
+type Restart struct {
+	Revisions    int
+	JournalBytes int64
+	// Ready is the time from starting the process to the first answered
+	// request; RSS the resident memory then.
+	Ready, RSS Value
+}
+
+// Profile summarizes the CPU profile of revd taken during a workload.
+type Profile struct {
+	// Workload names what ran while the profile was taken.
+	Workload string
+	// File and TopFile are the profile and the -top output, relative to
+	// the report.
+	File, TopFile string
+	// Duration and Total are the profile's length and sampled CPU time.
+	Duration, Total time.Duration
+	Components      []ProfileLine
+	TopFlat         []ProfileLine
+	TopRevd         []ProfileLine
+	Err             string
+}
+
+// ProfileLine is a function or component and its CPU time.
+type ProfileLine struct {
+	Name      string
+	Flat, Cum time.Duration
+}
+
+// Metric picks a number out of a Workload or Figure for a Target.
+type Metric int
+
+const (
+	// Throughput is a workload's requests per second.
+	Throughput Metric = iota
+	// P99 is a workload's 99th percentile latency.
+	P99
+	// FigureValue is a Figure's value.
+	FigureValue
+)
+
+// Target is a ratio revd/etcd that revd must reach.
+type Target struct {
+	Name string
+	// Ref is a Workload ID (Throughput, P99) or a Figure ID (FigureValue).
+	Ref    string
+	Metric Metric
+	// AtLeast: the ratio must be >= Want; otherwise <= Want.
+	AtLeast bool
+	Want    float64
+}
+
+// Env is one line of the environment description.
+type Env struct{ Key, Value string }
+
+// Suite is everything one run of the harness measured.
+type Suite struct {
+	Started time.Time
+	Elapsed time.Duration
+	Quick   bool
+	Env     []Env
+
+	Workloads []*Workload
+	Sweeps    []Sweep
+	Figures   []*Figure
+	NATS      []NATSRun
+	Restarts  []Restart
+	Profile   *Profile
+	Targets   []Target
+	// Notes are warnings worth reading (a tmpfs data directory, failed
+	// steps).
+	Notes []string
+}
+
+// Workload returns the workload with the given ID, or nil.
+func (s *Suite) Workload(id string) *Workload {
+	for _, w := range s.Workloads {
+		if w.ID == id {
+			return w
+		}
+	}
+	return nil
+}
+
+// Figure returns the figure with the given ID, or nil.
+func (s *Suite) Figure(id string) *Figure {
+	for _, f := range s.Figures {
+		if f.ID == id {
+			return f
+		}
+	}
+	return nil
+}
+
+// Verdict is a Target's outcome.
+type Verdict int
+
+const (
+	// NotMeasured: one of the figures is missing.
+	NotMeasured Verdict = iota
+	Met
+	Missed
+	// NotApplicable: a server answered Unimplemented.
+	NotApplicable
+)
+
+// TargetResult is a Target evaluated against a Suite.
+type TargetResult struct {
+	Target
+	Etcd, Revd Value
+	Unit       Unit
+	Ratio      float64
+	Verdict    Verdict
+}
+
+// Evaluate evaluates every target of the suite.
+func (s *Suite) Evaluate() []TargetResult {
+	var out []TargetResult
+	for _, t := range s.Targets {
+		r := TargetResult{Target: t, Ratio: math.NaN()}
+		switch t.Metric {
+		case Throughput, P99:
+			r.Unit = PerSecond
+			if t.Metric == P99 {
+				r.Unit = Seconds
+			}
+			if w := s.Workload(t.Ref); w != nil {
+				r.Etcd, r.Revd = metricValue(&w.Etcd, t.Metric), metricValue(&w.Revd, t.Metric)
+			}
+		case FigureValue:
+			if f := s.Figure(t.Ref); f != nil {
+				r.Etcd, r.Revd, r.Unit = f.Etcd, f.Revd, f.Unit
+			}
+		}
+		if r.Etcd.Status == Unimplemented || r.Revd.Status == Unimplemented {
+			r.Verdict = NotApplicable
+		}
+		if r.Etcd.Status == OK && r.Revd.Status == OK && r.Etcd.V > 0 {
+			r.Ratio = r.Revd.V / r.Etcd.V
+			r.Verdict = Missed
+			if (t.AtLeast && r.Ratio >= t.Want) || (!t.AtLeast && r.Ratio <= t.Want) {
+				r.Verdict = Met
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// metricValue reads a metric from a run.
+func metricValue(r *Run, m Metric) Value {
+	if r.Status != OK {
+		return Value{Status: r.Status, Err: r.Err}
+	}
+	switch m {
+	case Throughput:
+		return Val(r.Summary.RPS)
+	case P99:
+		if d, ok := r.Summary.At(99); ok {
+			return Dur(d)
+		}
+		return Value{Status: Failed, Err: "too few samples for a 99th percentile"}
+	}
+	return Value{}
+}

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"revd/bench/internal/etcdbench"
+	"revd/bench/internal/report"
+)
+
+// Request shapes shared by every workload, as in etcd's published
+// benchmarks (etcd.io/docs, "Performance"): 8-byte keys, 256-byte values.
+const (
+	keySize = 8
+	valSize = 256
+	// rangeKey is the key the range workloads read; it is written once,
+	// with a valSize value, before them.
+	rangeKey = "rangekey"
+)
+
+// sizes are the counts of a mode.
+type sizes struct {
+	// total1 is the request count of a 1-client run, total the count of
+	// every other run.
+	total1, total int
+	// sweep are the client counts of the put and range sweeps; conns is
+	// clients/10, at least 1 (100 clients on 10 connections).
+	sweep []int
+	// watchPuts and watchRate drive the watch-latency workload.
+	watchPuts, watchRate int
+	// idleWatchers watchers measure per-watcher memory; fanWatchers
+	// watchers receive fanPuts puts at fanRate per second.
+	idleWatchers, fanWatchers, fanPuts, fanRate int
+	// rangeKeys is the size of the large range.
+	rangeKeys, rangeRepeats int
+	// restartRevs are the journal sizes of the restart measurement.
+	restartRevs []int
+	// profileSeconds is the length of the CPU profile.
+	profileSeconds int
+}
+
+var (
+	fullSizes = sizes{
+		total1: 10000, total: 100000,
+		sweep:     []int{1, 10, 50, 100, 200},
+		watchPuts: 1000, watchRate: 100,
+		idleWatchers: 10000, fanWatchers: 10000, fanPuts: 100, fanRate: 10,
+		rangeKeys: 100000, rangeRepeats: 5,
+		restartRevs:    []int{100000, 1000000},
+		profileSeconds: 10,
+	}
+	quickSizes = sizes{
+		total1: 100, total: 1000,
+		sweep:     []int{1, 100},
+		watchPuts: 20, watchRate: 100,
+		idleWatchers: 1000, fanWatchers: 1000, fanPuts: 5, fanRate: 20,
+		rangeKeys: 10000, rangeRepeats: 2,
+		restartRevs:    []int{10000, 50000},
+		profileSeconds: 1,
+	}
+)
+
+func connsFor(clients int) int { return max(1, clients/10) }
+
+// toolRow is one row of the report taken from a section of a tool run.
+type toolRow struct {
+	id, name string
+	section  string // etcdbench.Main, Read, Write, Watch
+	chart    bool
+}
+
+// toolRun is one invocation of etcd's benchmark tool.
+type toolRun struct {
+	// title names the run in the progress display (default: its first
+	// row's name).
+	title          string
+	clients, conns int
+	cmd            []string
+	rows           []toolRow
+	// writes: the run's progress can be read from the store's revision.
+	writes bool
+	total  int
+	// timeout, if set, bounds the run instead of the default.
+	timeout time.Duration
+}
+
+func (t toolRun) name() string {
+	if t.title != "" {
+		return t.title
+	}
+	return t.rows[0].name
+}
+
+func (t toolRun) args(endpoint string) etcdbench.Run {
+	return etcdbench.Run{Endpoint: endpoint, Clients: t.clients, Conns: t.conns, Command: t.cmd}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// cc names a client/connection count: "100 clients / 10 conns".
+func cc(clients, conns int) string {
+	c, k := "clients", "conns"
+	if clients == 1 {
+		c = "client"
+	}
+	if conns == 1 {
+		k = "conn"
+	}
+	return fmt.Sprintf("%d %s / %d %s", clients, c, conns, k)
+}
+
+// toolRuns lists the gRPC workloads, in the order they run against each
+// server. keySpace is the tool's --key-space-size for writes (1, the
+// tool's default and that of etcd's published runs, puts every write to
+// one key).
+func toolRuns(sz sizes, keySpace int) []toolRun {
+	total := func(clients int) int {
+		if clients == 1 {
+			return sz.total1
+		}
+		return sz.total
+	}
+	headline := func(clients int) bool { return clients == 100 }
+	var runs []toolRun
+	for _, c := range sz.sweep {
+		n := total(c)
+		runs = append(runs, toolRun{
+			clients: c, conns: connsFor(c), writes: true, total: n,
+			cmd: []string{"put", "--key-size=" + itoa(keySize), "--val-size=" + itoa(valSize),
+				"--sequential-keys", "--key-space-size=" + itoa(keySpace), "--total=" + itoa(n)},
+			rows: []toolRow{{id: fmt.Sprintf("put-%dx%d", c, connsFor(c)), name: "put, " + cc(c, connsFor(c)), chart: headline(c)}},
+		})
+	}
+	for _, cons := range []struct{ flag, id, name string }{{"l", "range-l", "linearizable range"}, {"s", "range-s", "serializable range"}} {
+		points := sz.sweep
+		if cons.flag == "s" {
+			points = []int{1, 100}
+		}
+		for _, c := range points {
+			n := total(c)
+			runs = append(runs, toolRun{
+				clients: c, conns: connsFor(c), total: n,
+				cmd:  []string{"range", rangeKey, "--consistency=" + cons.flag, "--total=" + itoa(n)},
+				rows: []toolRow{{id: fmt.Sprintf("%s-%dx%d", cons.id, c, connsFor(c)), name: cons.name + ", " + cc(c, connsFor(c)), chart: headline(c)}},
+			})
+		}
+	}
+	runs = append(runs,
+		toolRun{
+			clients: 100, conns: 10, writes: true, total: sz.total,
+			cmd: []string{"txn-put", "--key-size=" + itoa(keySize), "--val-size=" + itoa(valSize),
+				"--key-space-size=" + itoa(keySpace), "--total=" + itoa(sz.total)},
+			rows: []toolRow{{id: "txn-put-100x10", name: "txn-put, " + cc(100, 10), chart: true}},
+		},
+		toolRun{
+			clients: 100, conns: 10, total: sz.total,
+			cmd: []string{"txn-mixed", "", "--key-size=" + itoa(keySize), "--val-size=" + itoa(valSize),
+				"--key-space-size=" + itoa(keySpace), "--rw-ratio=1", "--consistency=l", "--total=" + itoa(sz.total)},
+			title: "txn-mixed, " + cc(100, 10),
+			rows: []toolRow{
+				{id: "txn-mixed-read-100x10", name: "txn-mixed reads, " + cc(100, 10), section: etcdbench.Read},
+				{id: "txn-mixed-write-100x10", name: "txn-mixed writes, " + cc(100, 10), section: etcdbench.Write},
+			},
+		},
+		toolRun{
+			clients: 100, conns: 10, total: sz.total,
+			cmd:  []string{"lease-keepalive", "--total=" + itoa(sz.total)},
+			rows: []toolRow{{id: "lease-keepalive-100x10", name: "lease-keepalive, " + cc(100, 10), chart: true}},
+		},
+		toolRun{
+			clients: 1, conns: 1, total: sz.watchPuts * 100,
+			cmd: []string{"watch-latency", "--streams=10", "--watchers-per-stream=10",
+				"--put-total=" + itoa(sz.watchPuts), "--put-rate=" + itoa(sz.watchRate),
+				"--key-size=" + itoa(keySize), "--val-size=" + itoa(valSize)},
+			title: "watch-latency, 100 watchers",
+			// The tool waits for every watcher to see every put; one that
+			// registered after the first put waits forever.
+			timeout: time.Duration(sz.watchPuts/sz.watchRate)*time.Second + time.Minute,
+			rows:    []toolRow{{id: "watch-latency", name: "watch-latency, 100 watchers (10 streams × 10)", section: etcdbench.Watch, chart: true}},
+		},
+	)
+	return runs
+}
+
+// sweeps names the throughput-against-clients charts.
+func sweeps(sz sizes) []report.Sweep {
+	put := report.Sweep{ID: "put", Name: "put (8-byte keys, 256-byte values)"}
+	rng := report.Sweep{ID: "range-l", Name: "linearizable range of one key"}
+	for _, c := range sz.sweep {
+		put.Points = append(put.Points, fmt.Sprintf("put-%dx%d", c, connsFor(c)))
+		rng.Points = append(rng.Points, fmt.Sprintf("range-l-%dx%d", c, connsFor(c)))
+	}
+	return []report.Sweep{put, rng}
+}
+
+// Figure IDs.
+const (
+	figRSS          = "rss-after-suite"
+	figHWM          = "hwm-after-suite"
+	figIdleWatcher  = "idle-watcher-bytes"
+	figBigRangeTime = "big-range-time"
+	figBigRangeHWM  = "big-range-hwm"
+	figBigRangeRSS  = "big-range-rss-before"
+)
+
+// targets are issue 6's goals, as ratios revd/etcd.
+func targets() []report.Target {
+	return []report.Target{
+		{Name: "put, 100 clients / 10 conns: throughput", Ref: "put-100x10", Metric: report.Throughput, AtLeast: true, Want: 2.0},
+		{Name: "txn-put, 100 clients / 10 conns: throughput", Ref: "txn-put-100x10", Metric: report.Throughput, AtLeast: true, Want: 2.0},
+		{Name: "linearizable range, 100 clients / 10 conns: throughput", Ref: "range-l-100x10", Metric: report.Throughput, AtLeast: true, Want: 1.5},
+		{Name: "put, 1 client / 1 conn: throughput", Ref: "put-1x1", Metric: report.Throughput, AtLeast: true, Want: 1.2},
+		{Name: "linearizable range, 1 client / 1 conn: throughput", Ref: "range-l-1x1", Metric: report.Throughput, AtLeast: true, Want: 1.2},
+		{Name: "serializable range, 100 clients / 10 conns: throughput", Ref: "range-s-100x10", Metric: report.Throughput, AtLeast: true, Want: 1.2},
+		{Name: "lease-keepalive, 100 clients / 10 conns: throughput", Ref: "lease-keepalive-100x10", Metric: report.Throughput, AtLeast: true, Want: 1.2},
+		{Name: "watch-latency: p99 event latency", Ref: "watch-latency", Metric: report.P99, Want: 1.0},
+		{Name: "VmRSS after the gRPC workloads", Ref: figRSS, Metric: report.FigureValue, Want: 1.0},
+	}
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"revd/bench/internal/etcdbench"
+	"revd/bench/internal/proc"
+	"revd/bench/internal/report"
+	"revd/bench/internal/stats"
+)
+
+// addWorkloadRows registers the report rows of a tool run.
+func (h *harness) addWorkloadRows(tr toolRun) {
+	for _, r := range tr.rows {
+		if h.suite.Workload(r.id) != nil {
+			continue
+		}
+		h.suite.Workloads = append(h.suite.Workloads, &report.Workload{
+			ID: r.id, Name: r.name, Clients: tr.clients, Conns: tr.conns, Chart: r.chart,
+			Command: "benchmark " + strings.Join(tr.args("ENDPOINT").Args(), " "),
+		})
+	}
+}
+
+// toolTimeout bounds one run of the benchmark tool.
+func (h *harness) toolTimeout() time.Duration {
+	if h.cfg.quick {
+		return 2 * time.Minute
+	}
+	return 20 * time.Minute
+}
+
+// toolStep runs etcd's benchmark tool against the current server.
+func (h *harness) toolStep(kind string, tr toolRun) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		fail := func(err error) (string, error) {
+			for _, r := range tr.rows {
+				*h.suite.Workload(r.id).Run(kind) = report.Run{Status: report.Failed, Err: err.Error()}
+			}
+			return "", err
+		}
+		srv, err := h.server(kind)
+		if err != nil {
+			return fail(err)
+		}
+		if tr.writes {
+			if c, err := h.revisionCounter(ctx, tr.total); err == nil {
+				h.prog.SetCounter(c)
+			}
+		}
+		timeout := h.toolTimeout()
+		if tr.timeout > 0 {
+			timeout = tr.timeout
+		}
+		tctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		cpu0, cpuErr := srv.CPUTime()
+		res := etcdbench.Tool{Bin: h.tools.Benchmark}.Run(tctx, tr.args(srv.Endpoint))
+		cpu1, err := srv.CPUTime()
+		if cpuErr == nil {
+			cpuErr = err
+		}
+		raw := fmt.Sprintf("$ benchmark %s\n\n%s\n---- end of stderr ----\n%s", strings.Join(res.Args, " "), res.Stdout, res.StderrTail)
+		if err := os.WriteFile(filepath.Join(h.outDir, "raw", kind+"-"+tr.rows[0].id+".txt"), []byte(raw), 0o644); err != nil {
+			return fail(err)
+		}
+		if res.Unimplemented {
+			for _, r := range tr.rows {
+				*h.suite.Workload(r.id).Run(kind) = report.Run{Status: report.Unimplemented}
+			}
+			return "n/a (unimplemented)", nil
+		}
+		if res.Err != nil {
+			if !srv.Running() {
+				res.Err = fmt.Errorf("%w (%s exited: %v)", res.Err, kind, srv.ExitErr())
+			}
+			return fail(res.Err)
+		}
+		var out []string
+		served := 0
+		for _, r := range tr.rows {
+			s, err := res.Summary(r.section)
+			run := h.suite.Workload(r.id).Run(kind)
+			if err != nil {
+				*run = report.Run{Status: report.Failed, Err: err.Error()}
+				return "", err
+			}
+			*run = report.Run{Status: report.OK, Summary: s}
+			served += s.Requests
+			out = append(out, describe(s))
+		}
+		if cpuErr == nil && served > 0 {
+			per := (cpu1 - cpu0) / time.Duration(served)
+			for _, r := range tr.rows {
+				run := h.suite.Workload(r.id).Run(kind)
+				run.CPUPerRequest = per
+				run.ClientCPUPerRequest = res.CPU / time.Duration(served)
+			}
+			out = append(out, fmt.Sprintf("%s CPU/req", per.Round(100*time.Nanosecond)))
+		}
+		return strings.Join(out, "; "), nil
+	}
+}
+
+// describe is a one-line result: "12,345 req/s, p50 1.2 ms, p99 3.4 ms".
+func describe(s *stats.Summary) string {
+	line := fmt.Sprintf("%.0f req/s", s.RPS)
+	for _, p := range []float64{50, 99} {
+		if d, ok := s.At(p); ok {
+			line += fmt.Sprintf(", p%g %s", p, d.Round(time.Microsecond))
+		}
+	}
+	if n := s.ErrorCount(); n > 0 {
+		line += fmt.Sprintf(", %d ERRORS", n)
+	}
+	return line
+}
+
+// memoryStep records the server's VmRSS and VmHWM after the gRPC workloads.
+func (h *harness) memoryStep(kind string) func(context.Context) (string, error) {
+	rss := h.figure(figRSS, "VmRSS after the gRPC workloads", report.Bytes, false)
+	hwm := h.figure(figHWM, "VmHWM after the gRPC workloads", report.Bytes, false)
+	return func(ctx context.Context) (string, error) {
+		srv, err := h.server(kind)
+		if err == nil {
+			var m proc.Memory
+			if m, err = srv.Memory(); err == nil {
+				*rss.value(kind) = report.Val(float64(m.RSS))
+				*hwm.value(kind) = report.Val(float64(m.HWM))
+				return fmt.Sprintf("VmRSS %d MiB, VmHWM %d MiB", m.RSS>>20, m.HWM>>20), nil
+			}
+		}
+		*rss.value(kind) = report.Value{Status: report.Failed, Err: err.Error()}
+		*hwm.value(kind) = report.Value{Status: report.Failed, Err: err.Error()}
+		return "", err
+	}
+}
+
+// figure registers (once) and returns a figure of the report.
+func (h *harness) figure(id, name string, unit report.Unit, higher bool) figure {
+	if f := h.suite.Figure(id); f != nil {
+		return figure{f}
+	}
+	f := &report.Figure{ID: id, Name: name, Unit: unit, Higher: higher}
+	h.suite.Figures = append(h.suite.Figures, f)
+	return figure{f}
+}
+
+type figure struct{ *report.Figure }
+
+func (f figure) value(kind string) *report.Value {
+	if kind == "etcd" {
+		return &f.Etcd
+	}
+	return &f.Revd
+}
