@@ -128,8 +128,9 @@ func (h *Hub) compacted(w *watcher) {
 	delete(h.unsynced, w)
 	delete(h.progress, w)
 	w.stream.unsynced--
+	// etcd's compaction notice carries no revision in its header.
 	w.stream.compacted(w, &pb.WatchResponse{
-		Header:          &pb.ResponseHeader{Revision: h.rev},
+		Header:          &pb.ResponseHeader{},
 		WatchId:         w.id,
 		CompactRevision: h.compactRev,
 		Canceled:        true,
