@@ -32,11 +32,11 @@ var (
 type Options struct {
 	// Logger receives the journal's and Pebble's messages. nil discards them.
 	Logger *slog.Logger
-	// CacheBytes is the size of Pebble's block cache. 0 means 64 MiB.
+	// CacheBytes is the size of Pebble's block cache. 0 means 32 MiB.
 	CacheBytes int64
 }
 
-const defaultCacheBytes = 64 << 20
+const defaultCacheBytes = 32 << 20
 
 // Meta describes the store as Open found it.
 type Meta struct {

@@ -27,9 +27,10 @@ func pebbleOptions(cache *pebble.Cache, lock *pebble.Lock, log *slog.Logger) *pe
 		Lock:               lock,
 		FormatMajorVersion: pebbleFormat,
 		Logger:             pebbleLogger{log},
-		// Large memtables absorb write bursts; flushes of append-only keys
-		// become tables that do not overlap and move down without rewrites.
-		MemTableSize:                64 << 20,
+		// Memtables absorb write bursts (up to four queued); flushes of
+		// append-only keys become tables that do not overlap and move down
+		// without rewrites. 16 MiB keeps the resident memory small.
+		MemTableSize:                16 << 20,
 		MemTableStopWritesThreshold: 4,
 		L0CompactionThreshold:       4,
 		L0StopWritesThreshold:       24,

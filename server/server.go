@@ -68,6 +68,10 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger, j: j, meta: j.Meta(), started: time.Now(), set: shard.NewSet(splits)}
 	seqStore := mvcc.NewStore()
+	// Both stores keep each key's current pair in memory and fetch older
+	// ones from the journal.
+	seqStore.SetLoader(s.loadPair)
+	s.set.SetLoader(s.loadPair)
 	compactRev, err := restore(j, seqStore, s.set)
 	if err != nil {
 		j.Close()

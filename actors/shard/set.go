@@ -130,3 +130,11 @@ func (s *Set) DispatchCompact(root *actor.RootContext, rev int64) {
 		root.Send(pid, &Compact{Rev: rev})
 	}
 }
+
+// SetLoader gives every shard's store the loader of pairs that left memory
+// (see mvcc.Store.SetLoader).
+func (s *Set) SetLoader(l mvcc.Loader) {
+	for _, sh := range s.shards {
+		sh.st.SetLoader(l)
+	}
+}

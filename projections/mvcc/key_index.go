@@ -54,12 +54,16 @@ type generation struct {
 	revs    []entry
 }
 
-// entry is one change of a key: the pair written at rev, or nil for a
-// tombstone.
+// entry is one change of a key: the pair written at rev, nil for a
+// tombstone, or the marker spilled for a pair the store no longer holds in
+// memory (see Store.SetLoader).
 type entry struct {
 	rev int64
 	kv  *mvccpb.KeyValue
 }
+
+// spilled marks an entry whose pair must be loaded from the journal.
+var spilled = &mvccpb.KeyValue{}
 
 func newKeyIndex(key []byte) *keyIndex {
 	return &keyIndex{key: key, generations: []generation{{}}}
@@ -68,10 +72,13 @@ func newKeyIndex(key []byte) *keyIndex {
 func (g *generation) isEmpty() bool { return len(g.revs) == 0 }
 
 // put records kv, written at kv.ModRevision, in the current generation.
-func (ki *keyIndex) put(kv *mvccpb.KeyValue) {
+// With spill, the pair it supersedes leaves memory.
+func (ki *keyIndex) put(kv *mvccpb.KeyValue, spill bool) {
 	g := &ki.generations[len(ki.generations)-1]
 	if g.isEmpty() {
 		g.created = kv.ModRevision
+	} else if spill {
+		g.revs[len(g.revs)-1].kv = spilled
 	}
 	g.revs = append(g.revs, entry{rev: kv.ModRevision, kv: kv})
 	g.ver++
@@ -79,10 +86,14 @@ func (ki *keyIndex) put(kv *mvccpb.KeyValue) {
 
 // tombstone ends the current generation at rev and opens a new empty one.
 // It reports false (and changes nothing) if the key does not exist now.
-func (ki *keyIndex) tombstone(rev int64) bool {
+// With spill, the pair it deletes leaves memory.
+func (ki *keyIndex) tombstone(rev int64, spill bool) bool {
 	g := &ki.generations[len(ki.generations)-1]
 	if g.isEmpty() {
 		return false
+	}
+	if spill {
+		g.revs[len(g.revs)-1].kv = spilled
 	}
 	g.revs = append(g.revs, entry{rev: rev})
 	ki.generations = append(ki.generations, generation{})
@@ -98,9 +109,9 @@ func (ki *keyIndex) latest() *mvccpb.KeyValue {
 	return g.revs[len(g.revs)-1].kv
 }
 
-// get returns the key's value as of revision rev, or nil if it did not exist
-// then.
-func (ki *keyIndex) get(rev int64) *mvccpb.KeyValue {
+// get returns the entry holding the key's value as of revision rev (its kv
+// may be spilled), or an entry with a nil kv if it did not exist then.
+func (ki *keyIndex) get(rev int64) entry {
 	last := len(ki.generations) - 1
 	for gi := last; gi >= 0; gi-- {
 		g := &ki.generations[gi]
@@ -109,7 +120,7 @@ func (ki *keyIndex) get(rev int64) *mvccpb.KeyValue {
 		}
 		if gi != last && g.revs[len(g.revs)-1].rev <= rev {
 			// The generation had already ended by rev.
-			return nil
+			return entry{}
 		}
 		if g.revs[0].rev > rev {
 			continue
@@ -124,9 +135,9 @@ func (ki *keyIndex) get(rev int64) *mvccpb.KeyValue {
 				hi = mid
 			}
 		}
-		return g.revs[lo].kv
+		return g.revs[lo]
 	}
-	return nil
+	return entry{}
 }
 
 // compact drops the history a read at rev or later can no longer see (see the

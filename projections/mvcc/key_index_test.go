@@ -14,16 +14,16 @@ func fooHistory() *keyIndex {
 	ver := int64(0)
 	put := func(rev int64) {
 		ver++
-		ki.put(&mvccpb.KeyValue{Key: []byte("foo"), ModRevision: rev, Value: []byte(fmt.Sprint(rev)), Version: ver})
+		ki.put(&mvccpb.KeyValue{Key: []byte("foo"), ModRevision: rev, Value: []byte(fmt.Sprint(rev)), Version: ver}, false)
 	}
 	put(1)
 	put(2)
 	put(3)
-	ki.tombstone(4)
+	ki.tombstone(4, false)
 	ver = 0
 	put(5)
 	put(6)
-	ki.tombstone(7)
+	ki.tombstone(7, false)
 	ver = 0
 	put(8)
 	return ki
@@ -56,13 +56,13 @@ func TestKeyIndexGenerations(t *testing.T) {
 	if got, want := shape(ki), "{1,2,3,4t} {5,6,7t} {8}"; got != want {
 		t.Fatalf("generations = %s, want %s", got, want)
 	}
-	if ki.tombstone(9) != true {
+	if ki.tombstone(9, false) != true {
 		t.Fatal("tombstone of a live key reported false")
 	}
 	if got, want := shape(ki), "{1,2,3,4t} {5,6,7t} {8,9t} {}"; got != want {
 		t.Fatalf("generations = %s, want %s", got, want)
 	}
-	if ki.tombstone(10) {
+	if ki.tombstone(10, false) {
 		t.Fatal("tombstone of a deleted key reported true")
 	}
 	if ki.latest() != nil {
@@ -74,7 +74,7 @@ func TestKeyIndexGet(t *testing.T) {
 	ki := fooHistory()
 	want := map[int64]string{0: "", 1: "1", 2: "2", 3: "3", 4: "", 5: "5", 6: "6", 7: "", 8: "8", 9: "8", 100: "8"}
 	for rev, w := range want {
-		kv := ki.get(rev)
+		kv := ki.get(rev).kv
 		got := ""
 		if kv != nil {
 			got = string(kv.Value)
@@ -106,7 +106,7 @@ func TestKeyIndexCompact(t *testing.T) {
 	}
 	for _, c := range cases {
 		ki := fooHistory()
-		before := map[int64]*mvccpb.KeyValue{}
+		before := map[int64]entry{}
 		for r := c.rev; r <= 10; r++ {
 			before[r] = ki.get(r)
 		}
@@ -126,8 +126,8 @@ func TestKeyIndexCompact(t *testing.T) {
 
 func TestKeyIndexCompactDeletedKey(t *testing.T) {
 	ki := newKeyIndex([]byte("k"))
-	ki.put(&mvccpb.KeyValue{Key: []byte("k"), ModRevision: 2})
-	ki.tombstone(3)
+	ki.put(&mvccpb.KeyValue{Key: []byte("k"), ModRevision: 2}, false)
+	ki.tombstone(3, false)
 	if ki.compact(2) {
 		t.Fatal("compact(2) removed a key still readable at 2")
 	}
@@ -138,8 +138,8 @@ func TestKeyIndexCompactDeletedKey(t *testing.T) {
 		t.Fatalf("compact(3) of a key deleted at 3 should empty it, left %s", shape(ki))
 	}
 	ki = newKeyIndex([]byte("k"))
-	ki.put(&mvccpb.KeyValue{Key: []byte("k"), ModRevision: 2})
-	ki.tombstone(3)
+	ki.put(&mvccpb.KeyValue{Key: []byte("k"), ModRevision: 2}, false)
+	ki.tombstone(3, false)
 	if !ki.compact(10) {
 		t.Fatalf("compact(10) of a key deleted at 3 should empty it, left %s", shape(ki))
 	}

@@ -3,6 +3,7 @@ package mvcc
 import (
 	"bytes"
 	"errors"
+	"fmt"
 
 	"github.com/google/btree"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -13,6 +14,9 @@ var (
 	ErrCompacted = errors.New("mvcc: required revision has been compacted")
 	// ErrFutureRev is returned by Range for a revision above the current one.
 	ErrFutureRev = errors.New("mvcc: required revision is a future revision")
+	// ErrLoad is returned (wrapped) by Range when the Loader fails to fetch
+	// a pair that left memory.
+	ErrLoad = errors.New("mvcc: cannot load a past value")
 )
 
 // Store is the multi-version state of the keys in one key range: an ordered
@@ -27,7 +31,17 @@ type Store struct {
 	tree       *btree.BTreeG[*keyIndex]
 	rev        int64
 	compactRev int64
+	loader     Loader
 }
+
+// Loader fetches the pair key was given by the write at revision rev (which
+// put it): the journal holds every pair a Store has let go of.
+type Loader func(key []byte, rev int64) (*mvccpb.KeyValue, error)
+
+// SetLoader makes the store keep only each key's current pair in memory:
+// a pair leaves memory when it is overwritten or deleted, and reads of older
+// revisions fetch it with l. Without a loader every pair stays in memory.
+func (s *Store) SetLoader(l Loader) { s.loader = l }
 
 func lessKeyIndex(a, b *keyIndex) bool { return bytes.Compare(a.key, b.key) < 0 }
 
@@ -73,7 +87,7 @@ func (s *Store) Put(kv *mvccpb.KeyValue) {
 		ki = newKeyIndex(kv.Key)
 		s.tree.ReplaceOrInsert(ki)
 	}
-	ki.put(kv)
+	ki.put(kv, s.loader != nil)
 }
 
 // Tombstone deletes key at revision rev (not below Rev). It reports false if
@@ -81,7 +95,7 @@ func (s *Store) Put(kv *mvccpb.KeyValue) {
 func (s *Store) Tombstone(key []byte, rev int64) bool {
 	s.SetRev(rev)
 	ki := s.lookup(key)
-	return ki != nil && ki.tombstone(rev)
+	return ki != nil && ki.tombstone(rev, s.loader != nil)
 }
 
 // Apply applies all events of one revision: puts and deletes, in order. The
@@ -131,13 +145,33 @@ func (s *Store) Range(key, end []byte, rev int64, limit int64) (kvs []*mvccpb.Ke
 	if err != nil {
 		return nil, 0, err
 	}
-	s.visit(key, end, rev, func(kv *mvccpb.KeyValue) {
+	err = s.visit(key, end, rev, func(k []byte, e entry) error {
 		if limit <= 0 || int64(len(kvs)) < limit {
+			kv, err := s.resolve(k, e)
+			if err != nil {
+				return err
+			}
 			kvs = append(kvs, kv)
 		}
 		count++
+		return nil
 	})
+	if err != nil {
+		return nil, 0, err
+	}
 	return kvs, count, nil
+}
+
+// resolve returns an entry's pair, loading it if it was spilled.
+func (s *Store) resolve(key []byte, e entry) (*mvccpb.KeyValue, error) {
+	if e.kv != spilled {
+		return e.kv, nil
+	}
+	kv, err := s.loader(key, e.rev)
+	if err != nil {
+		return nil, fmt.Errorf("%w: key %q at revision %d: %v", ErrLoad, key, e.rev, err)
+	}
+	return kv, nil
 }
 
 // Count is Range's count alone.
@@ -147,32 +181,35 @@ func (s *Store) Count(key, end []byte, rev int64) (int64, error) {
 		return 0, err
 	}
 	var n int64
-	s.visit(key, end, rev, func(*mvccpb.KeyValue) { n++ })
-	return n, nil
+	err = s.visit(key, end, rev, func([]byte, entry) error { n++; return nil })
+	return n, err
 }
 
-// visit calls f for every pair alive at rev in the range, in key order.
-func (s *Store) visit(key, end []byte, rev int64, f func(*mvccpb.KeyValue)) {
+// visit calls f with the entry of every key alive at rev in the range, in
+// key order, until f fails.
+func (s *Store) visit(key, end []byte, rev int64, f func([]byte, entry) error) error {
 	if end == nil {
 		if ki := s.lookup(key); ki != nil {
-			if kv := ki.get(rev); kv != nil {
-				f(kv)
+			if e := ki.get(rev); e.kv != nil {
+				return f(ki.key, e)
 			}
 		}
-		return
+		return nil
 	}
 	if len(end) > 0 && bytes.Compare(end, key) <= 0 {
-		return
+		return nil
 	}
+	var err error
 	s.tree.AscendGreaterOrEqual(&keyIndex{key: key}, func(ki *keyIndex) bool {
 		if len(end) > 0 && bytes.Compare(ki.key, end) >= 0 {
 			return false
 		}
-		if kv := ki.get(rev); kv != nil {
-			f(kv)
+		if e := ki.get(rev); e.kv != nil {
+			err = f(ki.key, e)
 		}
-		return true
+		return err == nil
 	})
+	return err
 }
 
 // Compact drops the history no read at rev or later can see, and records rev
@@ -196,7 +233,7 @@ func (s *Store) Compact(rev int64) {
 // does not change the store's revision; call SetRev after the last Load.
 func (s *Store) Load(kv *mvccpb.KeyValue) {
 	ki := newKeyIndex(kv.Key)
-	ki.put(kv)
+	ki.put(kv, false)
 	s.tree.ReplaceOrInsert(ki)
 }
 
