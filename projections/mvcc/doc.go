@@ -13,7 +13,12 @@
 // changes. Compaction at c keeps what a read at c or later can see and
 // forgets the rest; reads below c fail with ErrCompacted.
 //
-// The package is pure: no goroutines, no locks, no I/O. Callers own
+// With a Loader (SetLoader), a Store keeps only each key's current pair in
+// memory: a pair that is overwritten or deleted is marked spilled, and a
+// read of an older revision fetches it through the Loader (revd's loader
+// reads the journal). Without one, every pair stays in memory.
+//
+// The package is pure: no goroutines, no locks, no I/O of its own. Callers own
 // concurrency (the key-shard actor guards its Store with a RWMutex so that
 // reads never queue behind the actor's mailbox).
 package mvcc
