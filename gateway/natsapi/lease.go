@@ -2,7 +2,6 @@ package natsapi
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/nats-io/nats.go/micro"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -36,22 +35,11 @@ func (s *Service) addLeaseEndpoints(svc micro.Service) error {
 	if ls == nil {
 		return nil
 	}
-	for _, ep := range []struct {
-		name string
-		run  call
-	}{
+	return s.addUnary(svc, []endpoint{
 		{EndpointLeaseGrant, unary(ls.LeaseGrant)},
 		{EndpointLeaseRevoke, unary(ls.LeaseRevoke)},
 		{EndpointLeaseTimeToLive, unary(ls.LeaseTimeToLive)},
 		{EndpointLeaseLeases, unary(ls.LeaseLeases)},
 		{EndpointLeaseKeepAlive, unary(ls.LeaseKeepAliveOnce)},
-	} {
-		subject := Subject(s.opts.SubjectPrefix, ep.name)
-		run := ep.run
-		handler := micro.HandlerFunc(func(req micro.Request) { s.dispatch(subject, run, req) })
-		if err := svc.AddEndpoint(endpointName(ep.name), handler, micro.WithEndpointSubject(subject)); err != nil {
-			return fmt.Errorf("natsapi: add endpoint %s: %w", subject, err)
-		}
-	}
-	return nil
+	})
 }

@@ -2,7 +2,6 @@ package natsapi
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/nats-io/nats.go/micro"
 
@@ -44,19 +43,8 @@ func (s *Service) addMaintenanceEndpoints(svc micro.Service) error {
 	if ms == nil {
 		return nil
 	}
-	for _, ep := range []struct {
-		name string
-		run  call
-	}{
+	return s.addUnary(svc, []endpoint{
 		{EndpointCheckpoint, unary(ms.Checkpoint)},
 		{EndpointHash, unary(ms.Hash)},
-	} {
-		subject := Subject(s.opts.SubjectPrefix, ep.name)
-		run := ep.run
-		handler := micro.HandlerFunc(func(req micro.Request) { s.dispatch(subject, run, req) })
-		if err := svc.AddEndpoint(endpointName(ep.name), handler, micro.WithEndpointSubject(subject)); err != nil {
-			return fmt.Errorf("natsapi: add endpoint %s: %w", subject, err)
-		}
-	}
-	return nil
+	})
 }

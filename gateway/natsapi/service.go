@@ -135,46 +135,51 @@ func Serve(nc *nats.Conn, kv pb.KVServer, status StatusFunc, opts Options) (*Ser
 	}
 	s.svc = svc
 
-	endpoints := []struct {
-		name string
-		run  call
-	}{
+	if err := s.addUnary(svc, []endpoint{
 		{EndpointRange, unary(kv.Range)},
 		{EndpointPut, unary(kv.Put)},
 		{EndpointDeleteRange, unary(kv.DeleteRange)},
 		{EndpointTxn, unary(kv.Txn)},
 		{EndpointCompact, unary(kv.Compact)},
 		{EndpointStatus, unary(status)},
+	}); err != nil {
+		_ = svc.Stop()
+		return nil, err
 	}
-	for _, ep := range endpoints {
-		subject := Subject(opts.SubjectPrefix, ep.name)
-		run := ep.run
-		handler := micro.HandlerFunc(func(req micro.Request) { s.dispatch(subject, run, req) })
-		// micro endpoint names may not contain dots.
-		if err := svc.AddEndpoint(endpointName(ep.name), handler, micro.WithEndpointSubject(subject)); err != nil {
+	for _, add := range []func(micro.Service) error{s.addWatchEndpoints, s.addLeaseEndpoints, s.addMaintenanceEndpoints} {
+		if err := add(svc); err != nil {
 			_ = svc.Stop()
-			return nil, fmt.Errorf("natsapi: add endpoint %s: %w", subject, err)
+			return nil, err
 		}
 	}
 	// Once the server has answered a flush it has processed our SUBs: when
 	// Serve returns, requests reach us.
-	if err := s.addWatchEndpoints(svc); err != nil {
-		_ = svc.Stop()
-		return nil, err
-	}
-	if err := s.addLeaseEndpoints(svc); err != nil {
-		_ = svc.Stop()
-		return nil, err
-	}
-	if err := s.addMaintenanceEndpoints(svc); err != nil {
-		_ = svc.Stop()
-		return nil, err
-	}
 	if err := nc.Flush(); err != nil {
 		_ = svc.Stop()
 		return nil, fmt.Errorf("natsapi: flush subscriptions: %w", err)
 	}
 	return s, nil
+}
+
+// endpoint is a request-reply endpoint: its name (subject suffix) and call.
+type endpoint struct {
+	name string
+	run  call
+}
+
+// addUnary registers request-reply endpoints, each call run in its own
+// goroutine within MaxInFlight and RequestTimeout (see dispatch).
+func (s *Service) addUnary(svc micro.Service, eps []endpoint) error {
+	for _, ep := range eps {
+		subject := Subject(s.opts.SubjectPrefix, ep.name)
+		run := ep.run
+		handler := micro.HandlerFunc(func(req micro.Request) { s.dispatch(subject, run, req) })
+		// micro endpoint names may not contain dots.
+		if err := svc.AddEndpoint(endpointName(ep.name), handler, micro.WithEndpointSubject(subject)); err != nil {
+			return fmt.Errorf("natsapi: add endpoint %s: %w", subject, err)
+		}
+	}
+	return nil
 }
 
 // ErrSubjectsTaken is returned (wrapped) by Serve when another server
