@@ -122,3 +122,48 @@ func TestTrackerVisibleIsTheSlowestShard(t *testing.T) {
 		t.Fatalf("canceled wait: %v", err)
 	}
 }
+
+// TestTrackerWakesEachWaiterAtItsRevision: waiters for different revisions
+// wake when, and only when, their revision is visible.
+func TestTrackerWakesEachWaiterAtItsRevision(t *testing.T) {
+	tr := NewTracker(2, 1)
+	done := make([]chan error, 6)
+	for rev := 2; rev <= 5; rev++ {
+		done[rev] = make(chan error, 1)
+		go func(rev int) { done[rev] <- tr.Wait(context.Background(), int64(rev)) }(rev)
+	}
+	// Let every waiter register.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tr.mu.Lock()
+		n := len(tr.waiters)
+		tr.mu.Unlock()
+		if n == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waiters registered", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	tr.Advance(0, 5)
+	tr.Advance(1, 3) // visible 3: waiters 2 and 3 wake
+	for _, rev := range []int{2, 3} {
+		if err := <-done[rev]; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, rev := range []int{4, 5} {
+		select {
+		case <-done[rev]:
+			t.Fatalf("waiter for %d woke at visible 3", rev)
+		default:
+		}
+	}
+	tr.Advance(1, 5)
+	for _, rev := range []int{4, 5} {
+		if err := <-done[rev]; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

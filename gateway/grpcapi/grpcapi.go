@@ -12,6 +12,7 @@ package grpcapi
 import (
 	"context"
 	"math"
+	"runtime"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -43,6 +44,10 @@ func New(srv *server.Server, opts Options) *grpc.Server {
 		grpc.MaxRecvMsgSize(opts.MaxRequestBytes+grpcOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.MaxConcurrentStreams(math.MaxUint32),
+		// Reuse handler goroutines (and their grown stacks) for calls that
+		// finish quickly, such as reads; calls waiting for an fsync fall
+		// back to a goroutine of their own.
+		grpc.NumStreamWorkers(uint32(8*runtime.GOMAXPROCS(0))),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: false}),
 	)
 	pb.RegisterKVServer(gs, srv)
