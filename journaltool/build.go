@@ -55,7 +55,8 @@ func Import(r io.Reader, out string, o BuildOptions) (BuildResult, error) {
 type RebuildOptions struct {
 	BuildOptions
 	// AtRev is the last revision of the new directory; 0 means the last
-	// revision of the journal. It may not be below the base revision.
+	// revision of the journal. It may not be below the compaction revision
+	// (the original answers no read there either).
 	AtRev int64
 }
 
@@ -71,6 +72,9 @@ func Rebuild(j *journal.Journal, out string, o RebuildOptions) (BuildResult, err
 	}
 	if o.AtRev > src.h.LastRev {
 		return BuildResult{}, fmt.Errorf("%w: revision %d is beyond the last revision %d", ErrRange, o.AtRev, src.h.LastRev)
+	}
+	if compact := j.Meta().CompactRev; o.AtRev != 0 && o.AtRev < compact {
+		return BuildResult{}, fmt.Errorf("%w: revision %d is below the compaction revision %d", ErrRange, o.AtRev, compact)
 	}
 	return build(out, src.h, src.snapshot(), src.exportRecords(), o.BuildOptions)
 }

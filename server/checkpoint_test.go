@@ -29,8 +29,8 @@ func TestCheckpointServesTheSameState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.Revision != last || resp.CompactRevision != 5 || resp.BaseRevision != 5 || resp.MemberId != s.MemberID() {
-		t.Errorf("checkpoint response = %v, want revision %d, compact and base 5", resp, last)
+	if resp.Revision != last || resp.CompactRevision != 5 || resp.BaseRevision != 4 || resp.MemberId != s.MemberID() {
+		t.Errorf("checkpoint response = %v, want revision %d, compact 5, base 4", resp, last)
 	}
 	mustPut(t, s, "after", "checkpoint")
 	want := all(t, s, last)

@@ -11,6 +11,10 @@ import (
 // compactor reclaims journal space below accepted compactions (journal.Fold)
 // on its own goroutine, so a large compaction never holds up writes. Replies
 // to physical compactions wait for it.
+//
+// A compaction at C folds the records below C, and keeps C's own record: a
+// watch may start at the compaction revision, and etcd then sends that
+// revision's events, deletions included, in operation order.
 type compactor struct {
 	j   *journal.Journal
 	log *slog.Logger
@@ -31,11 +35,12 @@ func newCompactor(j *journal.Journal, log *slog.Logger) *compactor {
 	return c
 }
 
-// schedule asks for the journal to be folded up to rev (a durable compaction).
+// schedule asks for the journal to be folded below rev (a durable
+// compaction).
 func (c *compactor) schedule(rev int64) {
 	c.mu.Lock()
-	if rev > c.target {
-		c.target = rev
+	if rev-1 > c.target {
+		c.target = rev - 1
 	}
 	c.mu.Unlock()
 	c.cond.Broadcast()
@@ -69,9 +74,10 @@ func (c *compactor) run() {
 	}
 }
 
-// wait returns once the journal is folded up to rev, or with the error of
-// the attempt that failed, or ctx's error.
+// wait returns once the journal is folded below rev (a compaction
+// revision), or with the error of the attempt that failed, or ctx's error.
 func (c *compactor) wait(ctx context.Context, rev int64) error {
+	rev--
 	stop := context.AfterFunc(ctx, func() {
 		c.mu.Lock()
 		c.cond.Broadcast()

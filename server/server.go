@@ -105,7 +105,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.comp = newCompactor(j, opts.Logger.With("component", "compactor"))
-	if compactRev > j.BaseRev() {
+	if compactRev-1 > j.BaseRev() {
 		s.comp.schedule(compactRev)
 	}
 	s.log.Info("store restored", "dir", opts.DataDir, "revision", seqStore.Rev(),

@@ -11,6 +11,10 @@ import (
 	"revd/journal"
 )
 
+// grpcOverheadBytes is the room etcd leaves above --max-request-bytes for
+// gRPC's framing (MaxRequestBytesWithOverhead).
+const grpcOverheadBytes = 512 * 1024
+
 // NewWatchStream opens a watch session whose responses go to sink; the
 // caller feeds it the client's requests (Handle), runs its sender (Run) and
 // closes it when the client goes away.
@@ -23,7 +27,8 @@ func (s *Server) NewWatchStream(sink watch.Sink) *watch.Stream {
 		Fill:             s.fill,
 		MaxPendingEvents: s.opts.WatchStreamEvents,
 		Budget:           s.watchBudget,
-		MaxResponseBytes: s.opts.MaxRequestBytes,
+		// etcd fragments at --max-request-bytes plus gRPC's overhead.
+		MaxResponseBytes: s.opts.MaxRequestBytes + grpcOverheadBytes,
 	})
 }
 

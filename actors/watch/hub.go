@@ -13,17 +13,19 @@ import (
 )
 
 // Commit is one durable batch as the commit feed carries it: its revisions,
-// in order, and the compaction it accepted (0: none).
+// in order, and the compaction it accepted (0: none). A feed that cannot
+// carry a batch's events (too large for a message) sends none and sets
+// FillTo to its last revision instead: the hub reads them from the journal.
 type Commit struct {
 	Records    []journal.Record
 	CompactRev int64
+	FillTo     int64
 }
 
 // History is the journal as the hub reads it to catch watchers up.
 type History interface {
 	Records(from, to int64) iter.Seq2[journal.Record, error]
 	BaseRev() int64
-	Base() iter.Seq2[*mvccpb.KeyValue, error]
 }
 
 // PrevLookup returns the value key had at revision rev (nil if none, or if
@@ -64,18 +66,23 @@ type Hub struct {
 	synced     *group
 	unsynced   map[*watcher]struct{}
 	progress   map[*watcher]struct{} // progress_notify watchers
-	deferred   map[*Stream]struct{}  // progress requests waiting for sync
-	stop       chan struct{}
+
+	pendingProgress []*progressRq // waiting for the hub to reach their revision
+	stop            chan struct{}
 }
 
 // Messages the hub takes.
 type (
 	register   struct{ w *watcher }
 	unregister struct{ w *watcher }
-	progressRq struct{ s *Stream }
-	syncTick   struct{}
-	syncNow    struct{}
-	progTick   struct{}
+	progressRq struct {
+		s        *Stream
+		watchers []*watcher
+		rev      int64 // committed revision when the request came
+	}
+	syncTick struct{}
+	syncNow  struct{}
+	progTick struct{}
 )
 
 // NewHub returns a hub; spawn it with Props.
@@ -98,7 +105,7 @@ func NewHub(opts HubOptions) *Hub {
 	return &Hub{
 		opts: opts, log: opts.Logger, rev: opts.Rev, compactRev: opts.CompactRev,
 		synced: newGroup(), unsynced: map[*watcher]struct{}{}, progress: map[*watcher]struct{}{},
-		deferred: map[*Stream]struct{}{}, stop: make(chan struct{}),
+		stop: make(chan struct{}),
 	}
 }
 
@@ -123,7 +130,7 @@ func (h *Hub) Receive(ctx actor.Context) {
 	case *unregister:
 		h.remove(m.w)
 	case *progressRq:
-		h.onProgressRequest(m.s)
+		h.onProgressRequest(m)
 	case *syncTick, *syncNow:
 		if h.syncRound() {
 			ctx.Send(ctx.Self(), &syncNow{})
@@ -181,7 +188,6 @@ func (h *Hub) remove(w *watcher) {
 	if _, ok := h.unsynced[w]; ok {
 		delete(h.unsynced, w)
 		w.stream.unsynced--
-		h.checkDeferred(w.stream)
 	}
 }
 
@@ -207,16 +213,17 @@ func (h *Hub) onCommit(c *Commit) {
 				return
 			}
 		}
-		h.deliverLive(rec)
+		h.deliverLive(rec, false)
 		h.rev = rec.Revision
+	}
+	if c.FillTo > h.rev && !h.fillGap(c.FillTo) {
+		return
 	}
 	if c.CompactRev > h.compactRev {
 		h.compactRev = c.CompactRev
 	}
-	if len(h.deferred) > 0 {
-		for s := range h.deferred {
-			h.checkDeferred(s)
-		}
+	if len(h.pendingProgress) > 0 {
+		h.answerPendingProgress()
 	}
 }
 
@@ -228,15 +235,17 @@ func (h *Hub) fillGap(to int64) bool {
 			h.log.Error("watch: reading the journal to fill a feed gap", "from", h.rev+1, "to", to, "err", err)
 			return false
 		}
-		h.deliverLive(&rec)
+		h.deliverLive(&rec, true)
 		h.rev = rec.Revision
 	}
 	return h.rev == to
 }
 
 // deliverLive sends one revision's events to the synced watchers they match:
-// one response per watcher, the events in operation order.
-func (h *Hub) deliverLive(rec *journal.Record) {
+// one response per watcher, the events in operation order. Events from the
+// feed carry prev_kv; those read back from the journal (fromJournal) do not,
+// and it is looked up for the watchers that want it.
+func (h *Hub) deliverLive(rec *journal.Record, fromJournal bool) {
 	if h.synced.len() == 0 {
 		return
 	}
@@ -250,7 +259,11 @@ func (h *Hub) deliverLive(rec *journal.Record) {
 			if _, ok := per[w]; !ok {
 				order = append(order, w)
 			}
-			per[w] = append(per[w], w.event(ev))
+			if fromJournal {
+				per[w] = append(per[w], h.withPrev(w, ev, rec.Revision))
+			} else {
+				per[w] = append(per[w], w.event(ev))
+			}
 		})
 	}
 	for _, w := range order {

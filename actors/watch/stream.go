@@ -1,17 +1,21 @@
 package watch
 
 import (
+	"bytes"
 	"sync"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/protobuf/proto"
 )
 
-// ErrDuplicateWatchID is etcd's cancel reason for a watch id already in use
-// on the stream.
-const ErrDuplicateWatchID = "mvcc: duplicate watch ID provided on the WatchStream"
+// Cancel reasons of refused creates, etcd's texts.
+const (
+	ErrDuplicateWatchID  = "mvcc: duplicate watch ID provided on the WatchStream"
+	ErrEmptyWatcherRange = "mvcc: watcher range is empty"
+)
 
 // Sink sends responses to the client: a gRPC stream or a NATS subject.
 type Sink interface {
@@ -103,7 +107,13 @@ func (s *Stream) Handle(req *pb.WatchRequest) {
 		}
 	case *pb.WatchRequest_ProgressRequest:
 		if r.ProgressRequest != nil {
-			s.opts.Root.Send(s.opts.Hub, &progressRq{s: s})
+			s.mu.Lock()
+			ws := make([]*watcher, 0, len(s.watchers))
+			for _, w := range s.watchers {
+				ws = append(ws, w)
+			}
+			s.mu.Unlock()
+			s.opts.Root.Send(s.opts.Hub, &progressRq{s: s, watchers: ws, rev: s.opts.Rev()})
 		}
 	}
 }
@@ -135,6 +145,21 @@ func (s *Stream) create(cr *pb.WatchCreateRequest) {
 		s.mu.Unlock()
 		return
 	}
+	// Refused creates answer created and canceled, with watch id -1, in
+	// etcd's order: negative start, empty range, duplicate id.
+	refuse := func(reason string) {
+		s.enqueueLocked(item{resp: &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: wsrev}, WatchId: -1,
+			Created: true, Canceled: true, CancelReason: reason}})
+		s.mu.Unlock()
+	}
+	switch {
+	case c.StartRevision < 0:
+		refuse(rpctypes.ErrCompacted.Error())
+		return
+	case len(c.RangeEnd) != 0 && bytes.Compare(c.Key, c.RangeEnd) >= 0:
+		refuse(ErrEmptyWatcherRange)
+		return
+	}
 	id := c.WatchId
 	if id == 0 {
 		for s.watchers[s.nextID] != nil {
@@ -143,9 +168,7 @@ func (s *Stream) create(cr *pb.WatchCreateRequest) {
 		id = s.nextID
 		s.nextID++
 	} else if s.watchers[id] != nil {
-		s.enqueueLocked(item{resp: &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: wsrev}, WatchId: id,
-			Created: true, Canceled: true, CancelReason: ErrDuplicateWatchID}})
-		s.mu.Unlock()
+		refuse(ErrDuplicateWatchID)
 		return
 	}
 	w := newWatcher(s, id, c, start)
@@ -304,23 +327,15 @@ func (s *Stream) control(resp *pb.WatchResponse) {
 }
 
 // compacted ends a watcher that fell below the compaction (hub side): what
-// was queued for it still goes out, then the canceled response.
+// was queued for it still goes out, then the canceled response. As in etcd,
+// its id stays taken until the client cancels it.
 func (s *Stream) compacted(w *watcher, resp *pb.WatchResponse) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || w.canceled.Load() {
 		return
 	}
-	if s.watchers[w.id] == w {
-		delete(s.watchers, w.id)
-	}
 	s.enqueueLocked(item{resp: resp})
-}
-
-func (s *Stream) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
 }
 
 // sendFragments splits a response larger than limit into several, each

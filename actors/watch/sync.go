@@ -18,6 +18,10 @@ func (h *Hub) syncRound() bool {
 	if len(h.unsynced) == 0 {
 		return false
 	}
+	// Records at or below the base revision were folded away: a watcher
+	// that needs them is below a compaction even if the feed has not told
+	// the hub about that compaction yet.
+	compactRev := max(h.compactRev, h.opts.History.BaseRev()+1)
 	var batch []*watcher
 	minRev := int64(math.MaxInt64)
 	for w := range h.unsynced {
@@ -28,7 +32,7 @@ func (h *Hub) syncRound() bool {
 			continue
 		}
 		switch {
-		case w.next < h.compactRev:
+		case w.next < compactRev:
 			h.compacted(w)
 		case w.next > h.rev:
 			h.toSynced(w)
@@ -55,17 +59,6 @@ func (h *Hub) syncRound() bool {
 		})
 	}
 	from := minRev
-	if base := h.opts.History.BaseRev(); from <= base {
-		// Records up to the base revision were folded into the base
-		// snapshot. A watcher may start exactly at the compaction revision:
-		// like etcd after compaction, it sees the puts of that revision
-		// that are still the keys' values, and nothing before.
-		if err := h.baseEvents(base, collect); err != nil {
-			h.log.Error("watch: reading the base snapshot", "err", err)
-			return false
-		}
-		from = base + 1
-	}
 	if from <= to {
 		for rec, err := range h.opts.History.Records(from, to) {
 			if err != nil {
@@ -87,7 +80,9 @@ func (h *Hub) syncRound() bool {
 			w.sentEvents = true
 		}
 		progressed = true
-		w.next = to + 1
+		// A watcher further along than this round's range got nothing
+		// from it and keeps its place.
+		w.next = max(w.next, to+1)
 		if w.next > h.rev {
 			h.toSynced(w)
 		}
@@ -95,24 +90,17 @@ func (h *Hub) syncRound() bool {
 	return progressed && len(h.unsynced) > 0
 }
 
-func (h *Hub) baseEvents(base int64, collect func(int64, *mvccpb.Event)) error {
-	for kv, err := range h.opts.History.Base() {
-		if err != nil {
-			return err
-		}
-		if kv.ModRevision == base {
-			collect(base, &mvccpb.Event{Type: mvccpb.Event_PUT, Kv: kv})
-		}
-	}
-	return nil
-}
-
-// withPrev returns ev as w must see it, looking prev_kv up if w wants it.
+// withPrev returns ev as w must see it, looking prev_kv up if w wants it
+// (not for a creation, as etcd).
 func (h *Hub) withPrev(w *watcher, ev *mvccpb.Event, rev int64) *mvccpb.Event {
-	if !w.prevKV || h.opts.Prev == nil {
+	if !w.prevKV || h.opts.Prev == nil || isCreate(ev) {
 		return ev
 	}
 	return &mvccpb.Event{Type: ev.Type, Kv: ev.Kv, PrevKv: h.opts.Prev(ev.Kv.Key, rev-1)}
+}
+
+func isCreate(ev *mvccpb.Event) bool {
+	return ev.Type == mvccpb.Event_PUT && ev.Kv.CreateRevision == ev.Kv.ModRevision
 }
 
 func (h *Hub) toSynced(w *watcher) {
@@ -120,11 +108,11 @@ func (h *Hub) toSynced(w *watcher) {
 	w.stream.unsynced--
 	w.synced = true
 	h.synced.add(w)
-	h.checkDeferred(w.stream)
 }
 
 // compacted cancels a watcher that needs revisions below the compaction.
 func (h *Hub) compacted(w *watcher) {
+	compactRev := max(h.compactRev, h.opts.History.BaseRev()+1)
 	delete(h.unsynced, w)
 	delete(h.progress, w)
 	w.stream.unsynced--
@@ -132,40 +120,49 @@ func (h *Hub) compacted(w *watcher) {
 	w.stream.compacted(w, &pb.WatchResponse{
 		Header:          &pb.ResponseHeader{},
 		WatchId:         w.id,
-		CompactRevision: h.compactRev,
+		CompactRevision: compactRev,
 		Canceled:        true,
 	})
-	h.checkDeferred(w.stream)
 }
 
-func (h *Hub) onProgressRequest(s *Stream) {
-	h.deferred[s] = struct{}{}
-	h.checkDeferred(s)
+// onProgressRequest answers a stream's progress request as etcd 3.7.3
+// does: one response with watch id -1 and the hub's revision (every event up
+// to it has been queued before it), only if every watcher of the stream is
+// synced and has reached its start revision; otherwise, and on a stream
+// with no watchers, nothing. The answer waits until the hub has seen every
+// revision committed when the request came, so that it covers every write
+// acknowledged before it.
+func (h *Hub) onProgressRequest(r *progressRq) {
+	if h.rev < r.rev {
+		h.pendingProgress = append(h.pendingProgress, r)
+		return
+	}
+	if len(r.watchers) == 0 {
+		return
+	}
+	for _, w := range r.watchers {
+		if !w.synced || h.rev < w.start {
+			return
+		}
+	}
+	r.s.control(&pb.WatchResponse{Header: &pb.ResponseHeader{Revision: h.rev}, WatchId: -1})
 }
 
-// checkDeferred answers a stream's progress request once all its watchers
-// are synced: the response (watch id -1) carries the hub's revision, and
-// every event up to it has been queued before it.
-func (h *Hub) checkDeferred(s *Stream) {
-	if _, ok := h.deferred[s]; !ok {
-		return
+// answerPendingProgress answers the progress requests whose revision the hub
+// has now reached.
+func (h *Hub) answerPendingProgress() {
+	pending := h.pendingProgress
+	h.pendingProgress = nil
+	for _, r := range pending {
+		h.onProgressRequest(r)
 	}
-	if s.isClosed() {
-		delete(h.deferred, s)
-		return
-	}
-	if s.unsynced > 0 {
-		return
-	}
-	delete(h.deferred, s)
-	s.control(&pb.WatchResponse{Header: &pb.ResponseHeader{Revision: h.rev}, WatchId: -1})
 }
 
 // notifyProgress sends each idle, synced progress_notify watcher a response
 // with no events and the hub's revision.
 func (h *Hub) notifyProgress() {
 	for w := range h.progress {
-		if w.synced && !w.sentEvents {
+		if w.synced && !w.sentEvents && h.rev >= w.start {
 			w.stream.offer(w, &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: h.rev}, WatchId: w.id})
 		}
 		w.sentEvents = false

@@ -37,9 +37,6 @@ func (h *history) Records(from, to int64) iter.Seq2[journal.Record, error] {
 	}
 }
 func (h *history) BaseRev() int64 { return 0 }
-func (h *history) Base() iter.Seq2[*mvccpb.KeyValue, error] {
-	return func(func(*mvccpb.KeyValue, error) bool) {}
-}
 
 // add appends a revision (puts "k=v" or deletes "-k") and returns it as a
 // commit.
@@ -321,7 +318,7 @@ func TestProgressRequestAndDuplicateID(t *testing.T) {
 		t.Fatalf("created %v", r)
 	}
 	st.Handle(create("x", "", 0, func(c *pb.WatchCreateRequest) { c.WatchId = 7 }))
-	if r := sk.next(t); !r.Created || !r.Canceled || r.CancelReason != ErrDuplicateWatchID {
+	if r := sk.next(t); !r.Created || !r.Canceled || r.WatchId != -1 || r.CancelReason != ErrDuplicateWatchID {
 		t.Fatalf("duplicate id: %v", r)
 	}
 	st.Handle(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_ProgressRequest{ProgressRequest: &pb.WatchProgressRequest{}}})

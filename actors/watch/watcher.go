@@ -11,6 +11,7 @@ import (
 // below "hub state" belong to the hub's goroutine.
 type watcher struct {
 	id       int64
+	start    int64  // start_revision as asked (0: the next one)
 	key, end []byte // end nil: the single key; empty: every key >= key
 	noPut    bool
 	noDelete bool
@@ -45,7 +46,7 @@ func (w *watcher) event(ev *mvccpb.Event) *mvccpb.Event {
 }
 
 func newWatcher(s *Stream, id int64, r *pb.WatchCreateRequest, start int64) *watcher {
-	w := &watcher{id: id, key: r.Key, end: r.RangeEnd, prevKV: r.PrevKv, progress: r.ProgressNotify, fragment: r.Fragment, stream: s, next: start}
+	w := &watcher{id: id, start: r.StartRevision, key: r.Key, end: r.RangeEnd, prevKV: r.PrevKv, progress: r.ProgressNotify, fragment: r.Fragment, stream: s, next: start}
 	for _, f := range r.Filters {
 		switch f {
 		case pb.WatchCreateRequest_NOPUT:

@@ -79,27 +79,27 @@ var hashLine = regexp.MustCompile(`state hash at revision (\d+): ([0-9a-f]{64}) 
 
 func TestJournalOffline(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	last := serverDir(t, dir) // revisions 2..9, then the delete at 10; base 4
+	last := serverDir(t, dir) // revisions 2..9, then the delete at 10; compacted at 4, so base 3
 	if last != 10 {
 		t.Fatalf("history ends at %d, want 10", last)
 	}
 
 	out, _, code := runCLI(t, nil, "", "journal", "stats", "--data-dir", dir)
-	for _, want := range []string{"first revision:   5\n", "last revision:    10\n", "compact revision: 4\n",
-		"base revision:    4\n", "keys:             4 (alive at revision 10)\n", "records:          6\n", "events:           6\n", "base keys:        3\n"} {
+	for _, want := range []string{"first revision:   4\n", "last revision:    10\n", "compact revision: 4\n",
+		"base revision:    3\n", "keys:             4 (alive at revision 10)\n", "records:          7\n", "events:           7\n", "base keys:        2\n"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("stats (exit %d) lacks %q:\n%s", code, want, out)
 		}
 	}
 	out, _, _ = runCLI(t, nil, "", "journal", "stats", "--data-dir", dir, "-w", "json")
 	var st struct{ Keys, Records int64 }
-	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Keys != 4 || st.Records != 6 {
+	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Keys != 4 || st.Records != 7 {
 		t.Errorf("stats -w json = %s (%v)", out, err)
 	}
 
 	verified, _, code := runCLI(t, nil, "", "journal", "verify", "--data-dir", dir)
 	m := hashLine.FindStringSubmatch(verified)
-	if code != 0 || !strings.HasPrefix(verified, "ok: 6 records (revisions 5 to 10), 3 base entries (base revision 4), compact revision 4\n") ||
+	if code != 0 || !strings.HasPrefix(verified, "ok: 7 records (revisions 4 to 10), 2 base entries (base revision 3), compact revision 4\n") ||
 		m == nil || m[1] != "10" || m[3] != "4" {
 		t.Errorf("verify: exit %d\n%s", code, verified)
 	}
@@ -109,12 +109,12 @@ func TestJournalOffline(t *testing.T) {
 		if code != 0 || len(export) == 0 {
 			t.Fatalf("export --format %s: exit %d, %s", format, code, stderr)
 		}
-		if !strings.Contains(stderr, "export [") || !strings.Contains(stderr, "export done: 6 records, 6 events") {
+		if !strings.Contains(stderr, "export [") || !strings.Contains(stderr, "export done: 7 records, 7 events") {
 			t.Errorf("export --progress wrote %q to stderr", stderr)
 		}
 		imported := filepath.Join(t.TempDir(), "imported")
 		out, stderr, code := runCLI(t, nil, export, "journal", "import", "-", "--out", imported)
-		if code != 0 || !strings.HasPrefix(out, "imported "+imported+" at revision 10 (compact revision 4, base revision 4)") {
+		if code != 0 || !strings.HasPrefix(out, "imported "+imported+" at revision 10 (compact revision 4, base revision 3)") {
 			t.Fatalf("import: exit %d\n%s%s", code, out, stderr)
 		}
 		if got := hashLine.FindStringSubmatch(out); got == nil || got[2] != m[2] {
@@ -128,7 +128,7 @@ func TestJournalOffline(t *testing.T) {
 
 	rebuilt := filepath.Join(t.TempDir(), "rebuilt")
 	out, _, code = runCLI(t, nil, "", "journal", "rebuild", "--data-dir", dir, "--out", rebuilt, "--at-rev", "7")
-	if code != 0 || !strings.HasPrefix(out, "rebuilt "+rebuilt+" at revision 7 (compact revision 4, base revision 4): 3 snapshot keys, 3 records, 3 events\n") {
+	if code != 0 || !strings.HasPrefix(out, "rebuilt "+rebuilt+" at revision 7 (compact revision 4, base revision 3): 2 snapshot keys, 4 records, 4 events\n") {
 		t.Errorf("rebuild: exit %d\n%s", code, out)
 	}
 	if _, _, code := runCLI(t, nil, "", "journal", "verify", "--data-dir", rebuilt); code != 0 {
@@ -156,7 +156,7 @@ func TestJournalOffline(t *testing.T) {
 	}
 	out, _, code = runCLI(t, nil, "", "journal", "verify", "--data-dir", dir)
 	if code != 1 || !strings.HasPrefix(out, "revision 6: checksum mismatch") ||
-		!strings.Contains(out, "1 problem found in "+dir+" (6 records (revisions 5 to 10)); the state could be rebuilt up to revision 5 only") {
+		!strings.Contains(out, "1 problem found in "+dir+" (7 records (revisions 4 to 10)); the state could be rebuilt up to revision 5 only") {
 		t.Errorf("verify of a damaged journal: exit %d\n%s", code, out)
 	}
 	if _, stderr, code := runCLI(t, nil, "", "journal", "export", "--data-dir", dir); code != 1 || !strings.Contains(stderr, "record 6") {
@@ -236,7 +236,7 @@ func TestJournalOnline(t *testing.T) {
 	t.Chdir(work)
 	out, stderr, code := runCLI(t, client, "", "journal", "checkpoint", "cp")
 	cp := filepath.Join(work, "cp")
-	if code != 0 || out != "checkpoint written to "+cp+" at revision 10 (compact revision 4, base revision 4)\n" {
+	if code != 0 || out != "checkpoint written to "+cp+" at revision 10 (compact revision 4, base revision 3)\n" {
 		t.Fatalf("checkpoint: exit %d\n%s%s", code, out, stderr)
 	}
 	if _, err := s.Put(context.Background(), &pb.PutRequest{Key: []byte("later"), Value: []byte("x")}); err != nil {

@@ -21,6 +21,13 @@ const FeedEndpoint = "feed"
 const (
 	HeaderFirstRevision = "Revd-First-Revision"
 	HeaderLastRevision  = "Revd-Last-Revision"
+	// HeaderFillTo marks a batch too large for one NATS message: the
+	// message has no body, and subscribers read revisions up to this one
+	// from the journal (revd's watch hub does).
+	HeaderFillTo = "Revd-Fill-To"
+	// HeaderCompactRevision carries the batch's compaction on such a
+	// message.
+	HeaderCompactRevision = "Revd-Compact-Revision"
 )
 
 // Feed is the commit feed over NATS core publish/subscribe: a watch.Feed
@@ -59,6 +66,11 @@ func (f *Feed) Publish(c *watch.Commit) {
 	if n := len(c.Records); n > 0 {
 		msg.Header.Set(HeaderFirstRevision, strconv.FormatInt(c.Records[0].Revision, 10))
 		msg.Header.Set(HeaderLastRevision, strconv.FormatInt(c.Records[n-1].Revision, 10))
+		if int64(len(data)) > f.nc.MaxPayload()-4096 {
+			msg.Data = nil
+			msg.Header.Set(HeaderFillTo, strconv.FormatInt(c.Records[n-1].Revision, 10))
+			msg.Header.Set(HeaderCompactRevision, strconv.FormatInt(c.CompactRev, 10))
+		}
 	}
 	if err := f.nc.PublishMsg(msg); err != nil {
 		f.log.Warn("feed: publishing a commit", "err", err)
@@ -68,6 +80,16 @@ func (f *Feed) Publish(c *watch.Commit) {
 // Subscribe calls h with every batch received, in order.
 func (f *Feed) Subscribe(h func(*watch.Commit)) (func(), error) {
 	sub, err := f.nc.Subscribe(f.subject, func(m *nats.Msg) {
+		if fill := m.Header.Get(HeaderFillTo); fill != "" {
+			to, err1 := strconv.ParseInt(fill, 10, 64)
+			compact, err2 := strconv.ParseInt(m.Header.Get(HeaderCompactRevision), 10, 64)
+			if err1 != nil || err2 != nil {
+				f.log.Error("feed: bad fill notice", "fill_to", fill)
+				return
+			}
+			h(&watch.Commit{FillTo: to, CompactRev: compact})
+			return
+		}
 		c, err := DecodeCommit(m.Data)
 		if err != nil {
 			f.log.Error("feed: undecodable commit", "err", err)

@@ -12,8 +12,10 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"revd/actors/watch"
@@ -65,7 +67,69 @@ type natsSink struct {
 	seq   uint64 // only touched by the stream's sender goroutine
 }
 
+// Send publishes r to the session's inbox. A response larger than a NATS
+// message can hold is split: between revisions when it holds several (a
+// catch-up batch), and into fragments when one revision alone is too large.
 func (k *natsSink) Send(r *pb.WatchResponse) error {
+	limit := int(k.nc.MaxPayload()) - 4096
+	if len(r.Events) > 1 && proto.Size(r) > limit {
+		for _, part := range splitResponse(r, limit) {
+			if err := k.publish(part); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return k.publish(r)
+}
+
+// splitResponse cuts r into responses of at most limit bytes, at revision
+// boundaries where it can; a revision too large on its own goes out in
+// fragments (all but its last response marked fragment).
+func splitResponse(r *pb.WatchResponse, limit int) []*pb.WatchResponse {
+	base := proto.Size(&pb.WatchResponse{Header: r.Header, WatchId: r.WatchId, Fragment: true})
+	cost := func(ev *mvccpb.Event) int { return 1 + protowire.SizeBytes(proto.Size(ev)) }
+	var out []*pb.WatchResponse
+	var cur []*mvccpb.Event // whole revisions waiting to go out
+	size := base
+	flush := func() {
+		if len(cur) > 0 {
+			out = append(out, &pb.WatchResponse{Header: r.Header, WatchId: r.WatchId, Events: cur})
+			cur, size = nil, base
+		}
+	}
+	evs := r.Events
+	for i := 0; i < len(evs); {
+		j, revSize := i, 0
+		for j < len(evs) && evs[j].Kv.ModRevision == evs[i].Kv.ModRevision {
+			revSize += cost(evs[j])
+			j++
+		}
+		if size+revSize > limit {
+			flush()
+		}
+		if base+revSize <= limit {
+			cur = append(cur, evs[i:j]...)
+			size += revSize
+			i = j
+			continue
+		}
+		// One revision alone is too large: fragment it.
+		for i < j {
+			m, fsize := i, base
+			for m < j && (m == i || fsize+cost(evs[m]) <= limit) {
+				fsize += cost(evs[m])
+				m++
+			}
+			out = append(out, &pb.WatchResponse{Header: r.Header, WatchId: r.WatchId, Events: evs[i:m], Fragment: m < j})
+			i = m
+		}
+	}
+	flush()
+	return out
+}
+
+func (k *natsSink) publish(r *pb.WatchResponse) error {
 	data, err := proto.Marshal(r)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -93,6 +94,7 @@ type watchLoop struct {
 
 	session atomic.Value // current session id
 	created bool
+	frag    []*mvccpb.Event // events of a revision whose fragments are still arriving
 	// resume is the revision every event up to which the caller has seen
 	// (from events, or from progress responses); 0 until known.
 	resume int64
@@ -109,6 +111,7 @@ type watchSession struct {
 // open subscribes to a fresh inbox and creates the watch there, from the
 // revision after resume once one is known.
 func (w *watchLoop) open(ctx context.Context) (*watchSession, error) {
+	w.frag = nil
 	req := proto.Clone(w.req).(*pb.WatchCreateRequest)
 	if w.resume > 0 {
 		req.StartRevision = w.resume + 1
@@ -209,7 +212,16 @@ func (w *watchLoop) deliver(ctx context.Context, s *watchSession, resp *pb.Watch
 		} else {
 			w.resume = w.req.StartRevision - 1
 		}
-	case len(resp.Events) > 0:
+	case resp.Fragment:
+		// Hold fragments until the revision is whole, as etcd's client
+		// does: a lost session then re-sends the revision, not a part.
+		w.frag = append(w.frag, resp.Events...)
+		return true
+	case len(resp.Events) > 0 || len(w.frag) > 0:
+		if len(w.frag) > 0 {
+			resp.Events = append(w.frag, resp.Events...)
+			w.frag = nil
+		}
 		evs := resp.Events[:0:0]
 		for _, ev := range resp.Events {
 			if ev.Kv.ModRevision > w.resume {
@@ -220,9 +232,7 @@ func (w *watchLoop) deliver(ctx context.Context, s *watchSession, resp *pb.Watch
 			return true
 		}
 		resp.Events = evs
-		if !resp.Fragment {
-			w.resume = evs[len(evs)-1].Kv.ModRevision
-		}
+		w.resume = evs[len(evs)-1].Kv.ModRevision
 	case resp.WatchId == -1 || !resp.Canceled:
 		// A progress response: nothing up to its revision is missing.
 		w.resume = max(w.resume, resp.Header.GetRevision())

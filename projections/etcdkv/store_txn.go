@@ -67,8 +67,17 @@ func (t *StoreTxn) DeleteRange(key, end []byte) (int64, int64) {
 	}
 	rev := t.begin + 1
 	for _, kv := range kvs {
+		prev := kv
+		if kv.ModRevision > t.begin {
+			// Put earlier in this transaction: a watcher's prev_kv is the
+			// value before the transaction, as etcd reads it at rev-1.
+			prev = nil
+			if before, _, err := t.st.Range(kv.Key, nil, t.begin, 0); err == nil && len(before) > 0 {
+				prev = before[0]
+			}
+		}
 		t.st.Tombstone(kv.Key, rev)
-		t.changes = append(t.changes, &mvccpb.Event{Type: mvccpb.Event_DELETE, Kv: &mvccpb.KeyValue{Key: kv.Key, ModRevision: rev}, PrevKv: kv})
+		t.changes = append(t.changes, &mvccpb.Event{Type: mvccpb.Event_DELETE, Kv: &mvccpb.KeyValue{Key: kv.Key, ModRevision: rev}, PrevKv: prev})
 	}
 	return int64(len(kvs)), t.Rev()
 }
