@@ -14,6 +14,10 @@ func opPut(k string) *pb.RequestOp {
 	return &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(k)}}}
 }
 
+func opPutIgnore(k string) *pb.RequestOp {
+	return &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(k), IgnoreValue: true}}}
+}
+
 func opDel(k, end string) *pb.RequestOp {
 	d := &pb.DeleteRangeRequest{Key: []byte(k)}
 	if end != "" {
@@ -45,6 +49,10 @@ func TestCheckTxnDuplicateKeys(t *testing.T) {
 		{"nested delete vs outer put", ops(opPut("b"), opTxn(ops(opDel("a", "c")), nil)), rpctypes.ErrGRPCDuplicateKey},
 		{"outer delete vs nested put", ops(opDel("a", "c"), opTxn(nil, ops(opPut("b")))), rpctypes.ErrGRPCDuplicateKey},
 		{"nested duplicate inside a branch", ops(opTxn(ops(opPut("x"), opPut("x")), nil)), rpctypes.ErrGRPCDuplicateKey},
+		// etcd accepts this and then crashes; revd refuses it.
+		{"ignore_value put after a from-key delete of it", ops(opDel("a", "\x00"), opPutIgnore("k")), rpctypes.ErrGRPCDuplicateKey},
+		{"ignore_value put before a from-key delete of it", ops(opPutIgnore("k"), opDel("a", "\x00")), nil},
+		{"ignore_value put below a from-key delete", ops(opDel("m", "\x00"), opPutIgnore("k")), nil},
 	}
 	for _, c := range cases {
 		if err := CheckTxn(&pb.TxnRequest{Success: c.succ}, MaxTxnOps); err != c.want {
