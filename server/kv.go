@@ -180,16 +180,10 @@ func (s *Server) requestID() uint64 {
 	return uint64(uint16(s.meta.MemberID))<<48 | (uint64(time.Now().UnixMilli())&(1<<40-1))<<8
 }
 
+// header is a write response's header: every etcd response has GetHeader.
 func header(m proto.Message) *pb.ResponseHeader {
-	switch r := m.(type) {
-	case *pb.PutResponse:
-		return r.Header
-	case *pb.DeleteRangeResponse:
-		return r.Header
-	case *pb.TxnResponse:
-		return r.Header
-	case *pb.CompactionResponse:
-		return r.Header
+	if h, ok := m.(interface{ GetHeader() *pb.ResponseHeader }); ok {
+		return h.GetHeader()
 	}
 	return nil
 }
