@@ -146,6 +146,20 @@ func (l *Loader) AddBase(kv *mvccpb.KeyValue) error {
 	return l.maybeFlush()
 }
 
+// AddLease adds a lease (its id and granted TTL).
+func (l *Loader) AddLease(id, ttl int64) error {
+	if l.err != nil {
+		return l.err
+	}
+	if id <= 0 || ttl <= 0 {
+		return l.fail(fmt.Errorf("journal: load: bad lease %d with TTL %d", id, ttl))
+	}
+	if err := l.b.Set(leaseKey(id), leaseValue(id, ttl), nil); err != nil {
+		return l.fail(err)
+	}
+	return l.maybeFlush()
+}
+
 // AddRecord adds the record of revision rev: the revision right after the
 // previous record's (the first record is max(1, BaseRev)+1). Every event
 // needs a Kv with a non-empty key and a known type; PrevKv is not stored.

@@ -87,6 +87,11 @@ func build(out string, h Header, snap iter.Seq2[*mvccpb.KeyValue, error], recs i
 		return BuildResult{}, err
 	}
 	defer l.Abort() // does nothing after Finish
+	for _, ls := range h.Leases {
+		if err := l.AddLease(ls.ID, ls.TTL); err != nil {
+			return BuildResult{}, err
+		}
+	}
 	var res BuildResult
 	st := newState()
 	for kv, err := range snap {

@@ -83,8 +83,14 @@ type jsonHeader struct {
 	CompactRevision  int64   `json:"compact_revision"`
 	LastRevision     int64   `json:"last_revision"`
 	SnapshotKeys     int64   `json:"snapshot_keys"`
-	Prefix           *string `json:"prefix,omitempty"`
-	PrefixB64        string  `json:"prefix_b64"`
+	Prefix           *string     `json:"prefix,omitempty"`
+	PrefixB64        string      `json:"prefix_b64"`
+	Leases           []jsonLease `json:"leases,omitempty"`
+}
+
+type jsonLease struct {
+	ID  int64 `json:"id"`
+	TTL int64 `json:"ttl"`
 }
 
 type jsonSnapshot struct {
@@ -149,6 +155,9 @@ func (e *jsonEncoder) header(h Header) error {
 	if len(h.Prefix) > 0 {
 		jh.Prefix = text(h.Prefix)
 	}
+	for _, l := range h.Leases {
+		jh.Leases = append(jh.Leases, jsonLease{ID: l.ID, TTL: l.TTL})
+	}
 	return e.enc.Encode(jh)
 }
 
@@ -186,11 +195,19 @@ func (e *protoEncoder) write(msg []byte) error {
 	return err
 }
 
+func exportLeases(ls []journal.LeaseRecord) []*journalv1.ExportLease {
+	var out []*journalv1.ExportLease
+	for _, l := range ls {
+		out = append(out, &journalv1.ExportLease{Id: l.ID, Ttl: l.TTL})
+	}
+	return out
+}
+
 func (e *protoEncoder) header(h Header) error {
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(&journalv1.ExportHeader{
 		Format: FormatName, ClusterId: h.ClusterID, MemberId: h.MemberID,
 		SnapshotRevision: h.SnapshotRev, CompactRevision: h.CompactRev, LastRevision: h.LastRev,
-		SnapshotKeys: h.SnapshotKeys, Prefix: h.Prefix,
+		SnapshotKeys: h.SnapshotKeys, Prefix: h.Prefix, Leases: exportLeases(h.Leases),
 	})
 	if err != nil {
 		return err
@@ -355,6 +372,9 @@ func (r *Reader) jsonHeader() error {
 	}
 	r.h = Header{ClusterID: jh.ClusterID, MemberID: jh.MemberID, SnapshotRev: jh.SnapshotRevision,
 		CompactRev: jh.CompactRevision, LastRev: jh.LastRevision, SnapshotKeys: jh.SnapshotKeys}
+	for _, l := range jh.Leases {
+		r.h.Leases = append(r.h.Leases, journal.LeaseRecord{ID: l.ID, TTL: l.TTL})
+	}
 	if len(prefix) > 0 {
 		r.h.Prefix = prefix
 	}
@@ -385,6 +405,9 @@ func (r *Reader) protoHeader() error {
 	}
 	r.h = Header{ClusterID: ph.ClusterId, MemberID: ph.MemberId, SnapshotRev: ph.SnapshotRevision,
 		CompactRev: ph.CompactRevision, LastRev: ph.LastRevision, SnapshotKeys: ph.SnapshotKeys}
+	for _, l := range ph.Leases {
+		r.h.Leases = append(r.h.Leases, journal.LeaseRecord{ID: l.Id, TTL: l.Ttl})
+	}
 	if len(ph.Prefix) > 0 {
 		r.h.Prefix = ph.Prefix
 	}

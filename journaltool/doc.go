@@ -49,9 +49,12 @@
 //
 //	{"kind":"header","format":"revd-journal-export/v1","cluster_id":N,"member_id":N,
 //	 "snapshot_revision":S,"compact_revision":C,"last_revision":L,"snapshot_keys":K,
-//	 "prefix":"...","prefix_b64":"..."}
+//	 "prefix":"...","prefix_b64":"...","leases":[{"id":N,"ttl":N},...]}
 //
-// then K snapshot lines, in key order:
+// ("leases", omitted when there are none, are the directory's leases when it
+// was exported, in id order: leases are not versioned by revision, so an
+// export, and a rebuild, carry the current set; an import keeps them) then K
+// snapshot lines, in key order:
 //
 //	{"kind":"snapshot","key":"...","key_b64":"...","value":"...","value_b64":"...",
 //	 "create_revision":N,"mod_revision":N,"version":N,"lease":N}

@@ -32,6 +32,9 @@ type Header struct {
 	SnapshotKeys int64
 	// Prefix is non-empty when only keys with this prefix were exported.
 	Prefix []byte
+	// Leases are the leases of the exported directory, in id order: the
+	// current set (leases are not versioned by revision).
+	Leases []journal.LeaseRecord
 }
 
 // firstRecord is the revision of the first record an export of h holds:
@@ -89,6 +92,12 @@ func newSource(j *journal.Journal, from, to int64, prefix []byte) (*source, erro
 		SnapshotRev: snap, CompactRev: max(snap, min(m.CompactRev, last)), LastRev: last,
 		Prefix: prefix,
 	}}
+	for l, err := range j.Leases() {
+		if err != nil {
+			return nil, err
+		}
+		s.h.Leases = append(s.h.Leases, l)
+	}
 	if s.fromBase {
 		for kv, err := range j.Base() {
 			if err != nil {

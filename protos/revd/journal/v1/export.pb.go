@@ -64,7 +64,11 @@ type ExportHeader struct {
 	// prefix is set when the export holds only the keys with this prefix
 	// (revctl journal export --prefix). Such an export leaves out records
 	// with no event on those keys, and cannot be imported.
-	Prefix        []byte `protobuf:"bytes,8,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Prefix []byte `protobuf:"bytes,8,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// leases are the data directory's leases when it was exported (leases
+	// are not versioned by revision: every export carries the current set),
+	// in id order; an import keeps them.
+	Leases        []*ExportLease `protobuf:"bytes,9,rep,name=leases,proto3" json:"leases,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -155,11 +159,71 @@ func (x *ExportHeader) GetPrefix() []byte {
 	return nil
 }
 
+func (x *ExportHeader) GetLeases() []*ExportLease {
+	if x != nil {
+		return x.Leases
+	}
+	return nil
+}
+
+// ExportLease is one lease: its id and granted TTL in seconds.
+type ExportLease struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Ttl           int64                  `protobuf:"varint,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportLease) Reset() {
+	*x = ExportLease{}
+	mi := &file_revd_journal_v1_export_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportLease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportLease) ProtoMessage() {}
+
+func (x *ExportLease) ProtoReflect() protoreflect.Message {
+	mi := &file_revd_journal_v1_export_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportLease.ProtoReflect.Descriptor instead.
+func (*ExportLease) Descriptor() ([]byte, []int) {
+	return file_revd_journal_v1_export_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ExportLease) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ExportLease) GetTtl() int64 {
+	if x != nil {
+		return x.Ttl
+	}
+	return 0
+}
+
 var File_revd_journal_v1_export_proto protoreflect.FileDescriptor
 
 const file_revd_journal_v1_export_proto_rawDesc = "" +
 	"\n" +
-	"\x1crevd/journal/v1/export.proto\x12\x0frevd.journal.v1\"\x9c\x02\n" +
+	"\x1crevd/journal/v1/export.proto\x12\x0frevd.journal.v1\"\xd2\x02\n" +
 	"\fExportHeader\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x1d\n" +
 	"\n" +
@@ -169,7 +233,11 @@ const file_revd_journal_v1_export_proto_rawDesc = "" +
 	"\x10compact_revision\x18\x05 \x01(\x03R\x0fcompactRevision\x12#\n" +
 	"\rlast_revision\x18\x06 \x01(\x03R\flastRevision\x12#\n" +
 	"\rsnapshot_keys\x18\a \x01(\x03R\fsnapshotKeys\x12\x16\n" +
-	"\x06prefix\x18\b \x01(\fR\x06prefixB'Z%revd/protos/revd/journal/v1;journalv1b\x06proto3"
+	"\x06prefix\x18\b \x01(\fR\x06prefix\x124\n" +
+	"\x06leases\x18\t \x03(\v2\x1c.revd.journal.v1.ExportLeaseR\x06leases\"/\n" +
+	"\vExportLease\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x10\n" +
+	"\x03ttl\x18\x02 \x01(\x03R\x03ttlB'Z%revd/protos/revd/journal/v1;journalv1b\x06proto3"
 
 var (
 	file_revd_journal_v1_export_proto_rawDescOnce sync.Once
@@ -183,16 +251,18 @@ func file_revd_journal_v1_export_proto_rawDescGZIP() []byte {
 	return file_revd_journal_v1_export_proto_rawDescData
 }
 
-var file_revd_journal_v1_export_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_revd_journal_v1_export_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_revd_journal_v1_export_proto_goTypes = []any{
 	(*ExportHeader)(nil), // 0: revd.journal.v1.ExportHeader
+	(*ExportLease)(nil),  // 1: revd.journal.v1.ExportLease
 }
 var file_revd_journal_v1_export_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	1, // 0: revd.journal.v1.ExportHeader.leases:type_name -> revd.journal.v1.ExportLease
+	1, // [1:1] is the sub-list for method output_type
+	1, // [1:1] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_revd_journal_v1_export_proto_init() }
@@ -206,7 +276,7 @@ func file_revd_journal_v1_export_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_revd_journal_v1_export_proto_rawDesc), len(file_revd_journal_v1_export_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   1,
+			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
