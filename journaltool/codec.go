@@ -75,14 +75,14 @@ func newEncoder(w io.Writer, f Format) encoder {
 // JSON lines. Field order is struct order, so the bytes are canonical.
 
 type jsonHeader struct {
-	Kind             string  `json:"kind"`
-	Format           string  `json:"format"`
-	ClusterID        uint64  `json:"cluster_id"`
-	MemberID         uint64  `json:"member_id"`
-	SnapshotRevision int64   `json:"snapshot_revision"`
-	CompactRevision  int64   `json:"compact_revision"`
-	LastRevision     int64   `json:"last_revision"`
-	SnapshotKeys     int64   `json:"snapshot_keys"`
+	Kind             string      `json:"kind"`
+	Format           string      `json:"format"`
+	ClusterID        uint64      `json:"cluster_id"`
+	MemberID         uint64      `json:"member_id"`
+	SnapshotRevision int64       `json:"snapshot_revision"`
+	CompactRevision  int64       `json:"compact_revision"`
+	LastRevision     int64       `json:"last_revision"`
+	SnapshotKeys     int64       `json:"snapshot_keys"`
 	Prefix           *string     `json:"prefix,omitempty"`
 	PrefixB64        string      `json:"prefix_b64"`
 	Leases           []jsonLease `json:"leases,omitempty"`
