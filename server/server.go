@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -132,6 +133,11 @@ func (s *Server) onCommit(b *sequencer.Batch) {
 	}
 	s.leaseCommitted(b)
 	s.publish(b)
+	if n := len(b.Records); n > 0 {
+		// Answer the batch's commands once the shards show it: one wait
+		// here rather than one per waiting command (see propose).
+		_ = s.set.Tracker().Wait(context.Background(), b.Records[n-1].Rev)
+	}
 }
 
 // onFail stops writes for good: the sequencer's state is ahead of a journal
