@@ -118,13 +118,9 @@ func New(opts Options) (*Server, error) {
 // the fsync and before any command of the batch is answered.
 func (s *Server) onCommit(b *sequencer.Batch) {
 	if n := len(b.Records); n > 0 {
-		last := b.Records[n-1].Rev
+		last := b.Records[n-1].Revision
 		s.committed.Store(last)
-		revs := make([]shard.Revision, n)
-		for i, r := range b.Records {
-			revs[i] = shard.Revision{Rev: r.Rev, Events: r.Events}
-		}
-		s.set.Dispatch(s.system.Root, revs, last)
+		s.set.Dispatch(s.system.Root, b.Records, last)
 	}
 	if b.Compact {
 		s.compactRev.Store(b.CompactRev)
@@ -136,7 +132,7 @@ func (s *Server) onCommit(b *sequencer.Batch) {
 	if n := len(b.Records); n > 0 {
 		// Answer the batch's commands once the shards show it: one wait
 		// here rather than one per waiting command (see propose).
-		_ = s.set.Tracker().Wait(context.Background(), b.Records[n-1].Rev)
+		_ = s.set.Tracker().Wait(context.Background(), b.Records[n-1].Revision)
 	}
 }
 
@@ -178,7 +174,7 @@ type journalLog struct{ j *journal.Journal }
 func (l journalLog) Append(b *sequencer.Batch) error {
 	jb := l.j.NewBatch()
 	for _, r := range b.Records {
-		jb.AppendRecord(r.Rev, r.Events)
+		jb.AppendRecord(r.Revision, r.Events)
 	}
 	if b.Compact {
 		jb.SetCompactRev(b.CompactRev)

@@ -8,7 +8,6 @@ import (
 
 	"revd/actors/sequencer"
 	"revd/actors/watch"
-	"revd/journal"
 )
 
 // grpcOverheadBytes is the room etcd leaves above --max-request-bytes for
@@ -54,10 +53,7 @@ func (s *Server) startWatch() error {
 
 // publish puts a durable batch on the commit feed.
 func (s *Server) publish(b *sequencer.Batch) {
-	c := &watch.Commit{Records: make([]journal.Record, len(b.Records))}
-	for i, r := range b.Records {
-		c.Records[i] = journal.Record{Revision: r.Rev, Events: r.Events}
-	}
+	c := &watch.Commit{Records: b.Records}
 	if b.Compact {
 		c.CompactRev = b.CompactRev
 	}

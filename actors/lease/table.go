@@ -81,7 +81,7 @@ func ttlDuration(ttl int64) time.Duration {
 func (t *Table) Apply(b *sequencer.Batch, now time.Time) {
 	changes := b.Leases
 	for _, r := range b.Records {
-		for len(changes) > 0 && changes[0].Rev < r.Rev {
+		for len(changes) > 0 && changes[0].Rev < r.Revision {
 			t.change(changes[0], now)
 			changes = changes[1:]
 		}

@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"revd/actors/sequencer"
+	"revd/journal"
 	"revd/projections/lease"
 )
 
@@ -96,10 +97,10 @@ func TestTableApplyInterleavesChanges(t *testing.T) {
 	tb := NewTable(lease.NewIndex(0), t0, 0, time.Second)
 	l := lease.Lease{ID: 7, TTL: 30, Seq: 1}
 	b := &sequencer.Batch{
-		Records: []sequencer.Record{
-			{Rev: 2, Events: []*mvccpb.Event{putEv("a", 7, 2)}},
-			{Rev: 3, Events: []*mvccpb.Event{{Type: mvccpb.Event_DELETE, Kv: &mvccpb.KeyValue{Key: []byte("a"), ModRevision: 3}}}},
-			{Rev: 4, Events: []*mvccpb.Event{putEv("b", 8, 4), putEv("c", 8, 4)}},
+		Records: []journal.Record{
+			{Revision: 2, Events: []*mvccpb.Event{putEv("a", 7, 2)}},
+			{Revision: 3, Events: []*mvccpb.Event{{Type: mvccpb.Event_DELETE, Kv: &mvccpb.KeyValue{Key: []byte("a"), ModRevision: 3}}}},
+			{Revision: 4, Events: []*mvccpb.Event{putEv("b", 8, 4), putEv("c", 8, 4)}},
 		},
 		Leases: []lease.Change{
 			{Lease: l, Rev: 1},                                   // granted before the put at 2

@@ -65,7 +65,7 @@ func TestGroupCommit(t *testing.T) {
 	a := New(Options{Core: NewCore(mvcc.NewStore(), nil), Log: log, OnCommit: func(b *Batch) {
 		mu.Lock()
 		for _, r := range b.Records {
-			published = append(published, r.Rev)
+			published = append(published, r.Revision)
 		}
 		mu.Unlock()
 	}})

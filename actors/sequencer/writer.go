@@ -1,22 +1,16 @@
 package sequencer
 
 import (
-	"go.etcd.io/etcd/api/v3/mvccpb"
+	"revd/journal"
 
 	"revd/projections/lease"
 )
-
-// Record is one revision to journal: its number and all its events.
-type Record struct {
-	Rev    int64
-	Events []*mvccpb.Event
-}
 
 // Batch is what one group commit makes durable: the records of every
 // command decided since the last commit, in revision order, and the newest
 // compaction accepted among them, if any.
 type Batch struct {
-	Records    []Record
+	Records    []journal.Record
 	Compact    bool
 	CompactRev int64
 	// Physical lists the compaction revisions whose replies wait for the
@@ -67,7 +61,7 @@ func (w *writer) run() {
 		for _, it := range items {
 			o := &it.out
 			if o.Rev != 0 {
-				b.Records = append(b.Records, Record{Rev: o.Rev, Events: o.Events})
+				b.Records = append(b.Records, journal.Record{Revision: o.Rev, Events: o.Events})
 			}
 			if o.Compacted {
 				b.Compact, b.CompactRev = true, o.CompactRev

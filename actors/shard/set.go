@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
+	"revd/journal"
 	"revd/projections/mvcc"
 )
 
@@ -104,16 +105,16 @@ func (s *Set) Stop(root *actor.RootContext) {
 
 // Dispatch sends each shard the events of its range from one durable batch:
 // one message per shard.
-func (s *Set) Dispatch(root *actor.RootContext, revs []Revision, lastRev int64) {
-	per := make([][]Revision, len(s.shards))
+func (s *Set) Dispatch(root *actor.RootContext, revs []journal.Record, lastRev int64) {
+	per := make([][]journal.Record, len(s.shards))
 	for _, r := range revs {
 		for _, ev := range r.Events {
 			i := s.Owner(ev.Kv.Key)
 			p := per[i]
-			if n := len(p); n > 0 && p[n-1].Rev == r.Rev {
+			if n := len(p); n > 0 && p[n-1].Revision == r.Revision {
 				p[n-1].Events = append(p[n-1].Events, ev)
 			} else {
-				p = append(p, Revision{Rev: r.Rev, Events: []*mvccpb.Event{ev}})
+				p = append(p, journal.Record{Revision: r.Revision, Events: []*mvccpb.Event{ev}})
 			}
 			per[i] = p
 		}

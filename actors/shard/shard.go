@@ -4,22 +4,16 @@ import (
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.etcd.io/etcd/api/v3/mvccpb"
+	"revd/journal"
 
 	"revd/projections/mvcc"
 )
-
-// Revision is one revision's events that fall in a shard's range.
-type Revision struct {
-	Rev    int64
-	Events []*mvccpb.Event
-}
 
 // Apply is the message that hands a shard one durable batch: the revisions
 // with events in its range, in order, and the batch's last revision (the
 // shard is at LastRev afterwards even if none of its keys changed).
 type Apply struct {
-	Revisions []Revision
+	Revisions []journal.Record
 	LastRev   int64
 }
 
@@ -44,7 +38,7 @@ func (s *Shard) Receive(ctx actor.Context) {
 	case *Apply:
 		s.mu.Lock()
 		for _, r := range m.Revisions {
-			s.st.Apply(r.Rev, r.Events)
+			s.st.Apply(r.Revision, r.Events)
 		}
 		s.st.SetRev(m.LastRev)
 		s.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
+	"revd/journal"
 	"revd/projections/mvcc"
 )
 
@@ -61,9 +62,9 @@ func TestViewAcrossShards(t *testing.T) {
 	s.Spawn(sys.Root)
 	defer s.Stop(sys.Root)
 
-	s.Dispatch(sys.Root, []Revision{
-		{Rev: 2, Events: []*mvccpb.Event{putEv("a", "1", 2), putEv("h", "1", 2), putEv("z", "1", 2)}},
-		{Rev: 3, Events: []*mvccpb.Event{putEv("b", "1", 3)}},
+	s.Dispatch(sys.Root, []journal.Record{
+		{Revision: 2, Events: []*mvccpb.Event{putEv("a", "1", 2), putEv("h", "1", 2), putEv("z", "1", 2)}},
+		{Revision: 3, Events: []*mvccpb.Event{putEv("b", "1", 3)}},
 	}, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -90,7 +91,7 @@ func TestViewAcrossShards(t *testing.T) {
 		t.Fatalf("future read: %v", err)
 	}
 	// A view pinned at 3 keeps reading 3 after more revisions land.
-	s.Dispatch(sys.Root, []Revision{{Rev: 4, Events: []*mvccpb.Event{putEv("c", "1", 4)}}}, 4)
+	s.Dispatch(sys.Root, []journal.Record{{Revision: 4, Events: []*mvccpb.Event{putEv("c", "1", 4)}}}, 4)
 	if err := s.Tracker().Wait(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
