@@ -27,18 +27,7 @@ func (v *View) Rev() int64 { return v.rev }
 // CompactRev is the compaction revision the view enforces.
 func (v *View) CompactRev() int64 { return v.compactRev }
 
-func (v *View) checkRev(rev int64) (int64, error) {
-	if rev > v.rev {
-		return 0, mvcc.ErrFutureRev
-	}
-	if rev <= 0 {
-		rev = v.rev
-	}
-	if rev < v.compactRev {
-		return 0, mvcc.ErrCompacted
-	}
-	return rev, nil
-}
+func (v *View) checkRev(rev int64) (int64, error) { return mvcc.CheckRev(rev, v.rev, v.compactRev) }
 
 // Range reads the range at rev from every shard it touches, in key order.
 func (v *View) Range(key, end []byte, rev, limit int64) ([]*mvccpb.KeyValue, int64, error) {

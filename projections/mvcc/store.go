@@ -120,15 +120,21 @@ func (s *Store) Get(key []byte) *mvccpb.KeyValue {
 	return nil
 }
 
-// checkRev validates a read revision; 0 (or below) means the current one.
-func (s *Store) checkRev(rev int64) (int64, error) {
-	if rev > s.rev {
+// checkRev validates a read revision against the store.
+func (s *Store) checkRev(rev int64) (int64, error) { return CheckRev(rev, s.rev, s.compactRev) }
+
+// CheckRev validates a read at revision rev of a view at revision cur,
+// compacted at compactRev, as etcd does: above cur is ErrFutureRev, 0 (or
+// below) means cur, below compactRev is ErrCompacted. It returns the
+// revision to read at.
+func CheckRev(rev, cur, compactRev int64) (int64, error) {
+	if rev > cur {
 		return 0, ErrFutureRev
 	}
 	if rev <= 0 {
-		rev = s.rev
+		rev = cur
 	}
-	if rev < s.compactRev {
+	if rev < compactRev {
 		return 0, ErrCompacted
 	}
 	return rev, nil
