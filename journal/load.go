@@ -212,21 +212,9 @@ func (l *Loader) Finish() (Meta, error) {
 		l.Abort()
 		return Meta{}, fmt.Errorf("journal: load: compact revision %d is above the last revision %d", m.CompactRev, m.LastRev)
 	}
-	for _, kv := range []struct {
-		k []byte
-		v uint64
-	}{
-		{keyFormat, formatVersion},
-		{keyClusterID, m.ClusterID},
-		{keyMemberID, m.MemberID},
-		{keyTerm, m.Term},
-		{keyCompactRev, uint64(m.CompactRev)},
-		{keyBaseRev, uint64(m.BaseRev)},
-	} {
-		if err := l.b.Set(kv.k, encodeUint64(kv.v), nil); err != nil {
-			l.Abort()
-			return Meta{}, fmt.Errorf("journal: load: %w", err)
-		}
+	if err := setMeta(l.b, m); err != nil {
+		l.Abort()
+		return Meta{}, fmt.Errorf("journal: load: %w", err)
 	}
 	if err := l.finish(); err != nil {
 		l.Abort()

@@ -56,6 +56,17 @@ func initMeta(db *pebble.DB) (Meta, error) {
 	m := Meta{ClusterID: randomID(), MemberID: randomID(), Term: 2, LastRev: 1}
 	b := db.NewBatch()
 	defer b.Close()
+	if err := setMeta(b, m); err != nil {
+		return Meta{}, fmt.Errorf("journal: init meta: %w", err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return Meta{}, fmt.Errorf("journal: init meta: %w", err)
+	}
+	return m, nil
+}
+
+// setMeta writes m's meta keys (and the format version) into b.
+func setMeta(b *pebble.Batch, m Meta) error {
 	for _, kv := range []struct {
 		k []byte
 		v uint64
@@ -64,17 +75,14 @@ func initMeta(db *pebble.DB) (Meta, error) {
 		{keyClusterID, m.ClusterID},
 		{keyMemberID, m.MemberID},
 		{keyTerm, m.Term},
-		{keyCompactRev, 0},
-		{keyBaseRev, 0},
+		{keyCompactRev, uint64(m.CompactRev)},
+		{keyBaseRev, uint64(m.BaseRev)},
 	} {
 		if err := b.Set(kv.k, encodeUint64(kv.v), nil); err != nil {
-			return Meta{}, fmt.Errorf("journal: init meta: %w", err)
+			return err
 		}
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return Meta{}, fmt.Errorf("journal: init meta: %w", err)
-	}
-	return m, nil
+	return nil
 }
 
 // readMeta reads and checks the meta keys and the newest record.
