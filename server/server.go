@@ -39,7 +39,6 @@ type Server struct {
 
 	hubPID      *actor.PID
 	watchBudget *watch.Budget
-	unsubFeed   func()
 
 	// committed is the newest durable revision; compactRev the newest
 	// durable compaction (-1: none). Both move on the writer goroutine
@@ -149,9 +148,6 @@ func (s *Server) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		s.stopLeases()
-		if s.unsubFeed != nil {
-			s.unsubFeed()
-		}
 		if s.seqPID != nil {
 			_ = s.system.Root.StopFuture(s.seqPID).Wait()
 		}

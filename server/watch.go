@@ -31,7 +31,8 @@ func (s *Server) NewWatchStream(sink watch.Sink) *watch.Stream {
 	})
 }
 
-// startWatch spawns the watch hub and subscribes it to the commit feed.
+// startWatch spawns the watch hub, which follows the commit feed while it
+// has watchers.
 func (s *Server) startWatch() error {
 	s.watchBudget = &watch.Budget{Limit: s.opts.WatchServerEvents}
 	hub := watch.NewHub(watch.HubOptions{
@@ -41,13 +42,15 @@ func (s *Server) startWatch() error {
 		CompactRev:       s.compactRev.Load(),
 		ProgressInterval: s.opts.WatchProgressInterval,
 		Logger:           s.log.With("component", "watch"),
+		Feed:             s.opts.Feed,
+		Current: func() (int64, int64) {
+			// A compaction is stored after its batch's revision: read in
+			// the other order, it could run ahead of the revision.
+			rev := s.committed.Load()
+			return rev, min(s.compactRev.Load(), rev)
+		},
 	})
 	s.hubPID = s.system.Root.Spawn(hub.Props())
-	unsub, err := s.opts.Feed.Subscribe(func(c *watch.Commit) { s.system.Root.Send(s.hubPID, c) })
-	if err != nil {
-		return err
-	}
-	s.unsubFeed = unsub
 	return nil
 }
 

@@ -55,6 +55,17 @@ type HubOptions struct {
 	ProgressInterval time.Duration
 	// Logger for journal read failures. Default: discard.
 	Logger *slog.Logger
+
+	// Feed, if set, is where the hub gets commits: it subscribes while it
+	// has watchers and unsubscribes after DetachAfter without any (see
+	// attach.go). nil: the hub's owner sends it every *Commit itself.
+	Feed Feed
+	// Current returns the store's committed and compaction revisions, which
+	// the hub catches up to when it subscribes. Required with Feed.
+	Current func() (rev, compactRev int64)
+	// DetachAfter is how long the hub stays subscribed without watchers.
+	// Default 1s.
+	DetachAfter time.Duration
 }
 
 // Hub is the actor owning every watcher; see the package doc.
@@ -69,6 +80,9 @@ type Hub struct {
 
 	pendingProgress []*progressRq // waiting for the hub to reach their revision
 	stop            chan struct{}
+
+	unsubscribe func() // non-nil while subscribed to opts.Feed
+	idleTicks   int    // sync ticks without watchers while subscribed
 }
 
 // Messages the hub takes.
@@ -102,6 +116,12 @@ func NewHub(opts HubOptions) *Hub {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.DetachAfter <= 0 {
+		opts.DetachAfter = time.Second
+	}
+	if opts.Feed != nil && opts.Current == nil {
+		panic("watch: HubOptions.Feed needs HubOptions.Current")
+	}
 	return &Hub{
 		opts: opts, log: opts.Logger, rev: opts.Rev, compactRev: opts.CompactRev,
 		synced: newGroup(), unsynced: map[*watcher]struct{}{}, progress: map[*watcher]struct{}{},
@@ -121,17 +141,27 @@ func (h *Hub) Receive(ctx actor.Context) {
 		go h.tick(ctx.ActorSystem().Root, ctx.Self())
 	case *actor.Stopping:
 		close(h.stop)
+		h.detach()
 	case *Commit:
 		h.onCommit(m)
 	case *register:
+		h.attach(ctx)
 		if h.onRegister(m.w) && h.syncRound() {
 			ctx.Send(ctx.Self(), &syncNow{})
 		}
 	case *unregister:
 		h.remove(m.w)
 	case *progressRq:
+		if len(m.watchers) > 0 {
+			h.attach(ctx)
+		}
 		h.onProgressRequest(m)
-	case *syncTick, *syncNow:
+	case *syncTick:
+		h.detachIfIdle(ctx)
+		if h.syncRound() {
+			ctx.Send(ctx.Self(), &syncNow{})
+		}
+	case *syncNow:
 		if h.syncRound() {
 			ctx.Send(ctx.Self(), &syncNow{})
 		}

@@ -133,11 +133,11 @@ func (h *Hub) compacted(w *watcher) {
 // revision committed when the request came, so that it covers every write
 // acknowledged before it.
 func (h *Hub) onProgressRequest(r *progressRq) {
-	if h.rev < r.rev {
-		h.pendingProgress = append(h.pendingProgress, r)
+	if len(r.watchers) == 0 {
 		return
 	}
-	if len(r.watchers) == 0 {
+	if h.rev < r.rev {
+		h.pendingProgress = append(h.pendingProgress, r)
 		return
 	}
 	for _, w := range r.watchers {

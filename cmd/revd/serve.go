@@ -37,18 +37,22 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		lns = append(lns, ln)
 	}
 
-	nc, stopNATS, err := connectNATS(cfg, log)
+	nc, ns, stopNATS, err := connectNATS(cfg, log)
 	if err != nil {
 		return err
 	}
 	defer stopNATS()
+	feed := natsapi.NewFeed(nc, cfg.natsSubjectRoot, log.With("component", "feed"))
+	if ns != nil {
+		feed.SkipWithoutInterest(natsapi.EmbeddedInterest(ns))
+	}
 
 	srv, err := server.New(server.Options{
 		DataDir:               cfg.dataDir,
 		Name:                  cfg.name,
 		MaxRequestBytes:       cfg.maxRequestBytes,
 		Logger:                log,
-		Feed:                  natsapi.NewFeed(nc, cfg.natsSubjectRoot, log.With("component", "feed")),
+		Feed:                  feed,
 		WatchProgressInterval: cfg.watchProgressInterval,
 	})
 	if err != nil {
@@ -114,26 +118,26 @@ func stopGRPC(gs interface {
 	}
 }
 
-// connectNATS connects to --nats-url, or starts the embedded NATS server and
-// connects to it in-process.
-func connectNATS(cfg *config, log *slog.Logger) (*nats.Conn, func(), error) {
+// connectNATS connects to --nats-url, or starts the embedded NATS server
+// (returned, nil otherwise) and connects to it in-process.
+func connectNATS(cfg *config, log *slog.Logger) (*nats.Conn, *natsserver.Server, func(), error) {
 	if cfg.natsURL != "" {
 		nc, err := nats.Connect(cfg.natsURL, nats.Name("revd "+cfg.name), nats.MaxReconnects(-1))
 		if err != nil {
-			return nil, nil, fmt.Errorf("connecting to NATS at %s: %w", cfg.natsURL, err)
+			return nil, nil, nil, fmt.Errorf("connecting to NATS at %s: %w", cfg.natsURL, err)
 		}
-		return nc, func() { nc.Drain() }, nil
+		return nc, nil, func() { nc.Drain() }, nil
 	}
 	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: cfg.natsListen, Logger: log.With("component", "nats")})
 	if err != nil {
-		return nil, nil, fmt.Errorf("starting the embedded NATS server on %s: %w", cfg.natsListen, err)
+		return nil, nil, nil, fmt.Errorf("starting the embedded NATS server on %s: %w", cfg.natsListen, err)
 	}
 	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name("revd "+cfg.name))
 	if err != nil {
 		ns.Shutdown()
-		return nil, nil, fmt.Errorf("connecting to the embedded NATS server: %w", err)
+		return nil, nil, nil, fmt.Errorf("connecting to the embedded NATS server: %w", err)
 	}
-	return nc, func() {
+	return nc, ns, func() {
 		nc.Close()
 		shutdownNATS(ns)
 	}, nil

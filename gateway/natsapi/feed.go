@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"strconv"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
 
@@ -35,9 +36,10 @@ const (
 // most once (a slow subscriber may lose messages); subscribers detect gaps
 // by revision and fill them from the journal, as the watch hub does.
 type Feed struct {
-	nc      *nats.Conn
-	subject string
-	log     *slog.Logger
+	nc       *nats.Conn
+	subject  string
+	log      *slog.Logger
+	interest func(subject string) bool
 }
 
 // NewFeed returns the feed on "<prefix>.feed" over nc.
@@ -54,8 +56,27 @@ func NewFeed(nc *nats.Conn, prefix string, log *slog.Logger) *Feed {
 // Subject is the feed's subject.
 func (f *Feed) Subject() string { return f.subject }
 
+// SkipWithoutInterest makes Publish ask interest(subject) first and drop a
+// batch nobody subscribes to, without encoding it. With the embedded server,
+// pass EmbeddedInterest(ns): revd's own watch hub subscribes only while it
+// has watchers, so a store nobody watches publishes nothing.
+func (f *Feed) SkipWithoutInterest(interest func(subject string) bool) *Feed {
+	f.interest = interest
+	return f
+}
+
+// EmbeddedInterest reports whether the embedded server ns has a
+// subscription matching a subject (in its global account, the only one
+// StartEmbedded configures).
+func EmbeddedInterest(ns *server.Server) func(subject string) bool {
+	return func(subject string) bool { return ns.GlobalAccount().SubscriptionInterest(subject) }
+}
+
 // Publish sends one durable batch. It never blocks on subscribers.
 func (f *Feed) Publish(c *watch.Commit) {
+	if f.interest != nil && !f.interest(f.subject) {
+		return
+	}
 	data, err := EncodeCommit(c)
 	if err != nil {
 		f.log.Error("feed: encoding a commit", "err", err)
@@ -77,7 +98,9 @@ func (f *Feed) Publish(c *watch.Commit) {
 	}
 }
 
-// Subscribe calls h with every batch received, in order.
+// Subscribe calls h with every batch received, in order. It returns once
+// the server has the subscription: every batch published after it reaches h
+// (unless the subscriber falls behind and NATS drops messages).
 func (f *Feed) Subscribe(h func(*watch.Commit)) (func(), error) {
 	sub, err := f.nc.Subscribe(f.subject, func(m *nats.Msg) {
 		if fill := m.Header.Get(HeaderFillTo); fill != "" {
@@ -103,6 +126,11 @@ func (f *Feed) Subscribe(h func(*watch.Commit)) (func(), error) {
 	// Losing messages is survivable (gaps are filled from the journal) but
 	// costly: allow a deep buffer.
 	if err := sub.SetPendingLimits(1<<20, 1<<30); err != nil {
+		sub.Unsubscribe()
+		return nil, err
+	}
+	// A PING/PONG round trip after the SUB: the server has registered it.
+	if err := f.nc.Flush(); err != nil {
 		sub.Unsubscribe()
 		return nil, err
 	}
