@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"revd/actors/dispatch"
 	"revd/actors/sequencer"
 	"revd/projections/lease"
 )
@@ -78,6 +79,7 @@ type Actor struct {
 	timer   Timer
 	timerAt time.Time
 	gen     uint64
+	disp    *dispatch.Dedicated
 }
 
 // New returns the actor; spawn it with Props. The restored leases get their
@@ -97,12 +99,12 @@ func New(opts Options) *Actor {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Actor{opts: opts, table: NewTable(opts.Index, opts.Clock.Now(), opts.Extend, opts.Retry)}
+	return &Actor{opts: opts, table: NewTable(opts.Index, opts.Clock.Now(), opts.Extend, opts.Retry), disp: dispatch.NewDedicated(0)}
 }
 
 // Props returns props spawning a.
 func (a *Actor) Props() *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return a })
+	return actor.PropsFromProducer(func() actor.Actor { return a }, actor.WithDispatcher(a.disp))
 }
 
 // Receive implements actor.Actor.
@@ -117,6 +119,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 			a.timer.Stop()
 			a.timer = nil
 		}
+		return
+	case *actor.Stopped:
+		a.disp.Close()
 		return
 	case *Committed:
 		a.table.Apply(m.Batch, now)

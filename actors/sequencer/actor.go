@@ -3,6 +3,8 @@ package sequencer
 import (
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
+
+	"revd/actors/dispatch"
 )
 
 // Command is the message the sequencer actor takes: one write request and
@@ -42,6 +44,7 @@ type Actor struct {
 	core *Core
 	q    *commitQueue
 	w    *writer
+	disp *dispatch.Dedicated
 }
 
 // New returns the actor; spawn it with Props.
@@ -57,12 +60,13 @@ func New(opts Options) *Actor {
 		core: opts.Core,
 		q:    q,
 		w:    &writer{q: q, log: opts.Log, onCommit: opts.OnCommit, onFail: opts.OnFail, done: make(chan struct{})},
+		disp: dispatch.NewDedicated(0),
 	}
 }
 
 // Props returns props spawning a.
 func (a *Actor) Props() *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return a })
+	return actor.PropsFromProducer(func() actor.Actor { return a }, actor.WithDispatcher(a.disp))
 }
 
 // Receive implements actor.Actor.
@@ -81,5 +85,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		a.q.close()
 		<-a.w.done
+	case *actor.Stopped:
+		a.disp.Close()
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
+	"revd/actors/dispatch"
 	"revd/journal"
 	"revd/projections/mvcc"
 )
@@ -92,7 +93,8 @@ func (s *Set) FinishRestore(rev, compactRev int64) {
 func (s *Set) Spawn(root *actor.RootContext) {
 	for _, sh := range s.shards {
 		sh := sh
-		s.pids = append(s.pids, root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sh })))
+		sh.disp = dispatch.NewDedicated(0)
+		s.pids = append(s.pids, root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sh }, actor.WithDispatcher(sh.disp))))
 	}
 }
 

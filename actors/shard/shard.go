@@ -4,8 +4,9 @@ import (
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"revd/journal"
 
+	"revd/actors/dispatch"
+	"revd/journal"
 	"revd/projections/mvcc"
 )
 
@@ -29,6 +30,8 @@ type Shard struct {
 
 	mu sync.RWMutex
 	st *mvcc.Store
+
+	disp *dispatch.Dedicated
 }
 
 // Receive implements actor.Actor: it applies batches and compactions in the
@@ -49,6 +52,8 @@ func (s *Shard) Receive(ctx actor.Context) {
 			s.st.Compact(m.Rev)
 		}
 		s.mu.Unlock()
+	case *actor.Stopped:
+		s.disp.Close()
 	}
 }
 

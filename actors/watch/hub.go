@@ -9,6 +9,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
+	"revd/actors/dispatch"
 	"revd/journal"
 )
 
@@ -83,6 +84,8 @@ type Hub struct {
 
 	unsubscribe func() // non-nil while subscribed to opts.Feed
 	idleTicks   int    // sync ticks without watchers while subscribed
+
+	disp *dispatch.Dedicated
 }
 
 // Messages the hub takes.
@@ -125,13 +128,13 @@ func NewHub(opts HubOptions) *Hub {
 	return &Hub{
 		opts: opts, log: opts.Logger, rev: opts.Rev, compactRev: opts.CompactRev,
 		synced: newGroup(), unsynced: map[*watcher]struct{}{}, progress: map[*watcher]struct{}{},
-		stop: make(chan struct{}),
+		stop: make(chan struct{}), disp: dispatch.NewDedicated(0),
 	}
 }
 
 // Props returns props spawning h.
 func (h *Hub) Props() *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return h })
+	return actor.PropsFromProducer(func() actor.Actor { return h }, actor.WithDispatcher(h.disp))
 }
 
 // Receive implements actor.Actor.
@@ -142,6 +145,8 @@ func (h *Hub) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		close(h.stop)
 		h.detach()
+	case *actor.Stopped:
+		h.disp.Close()
 	case *Commit:
 		h.onCommit(m)
 	case *register:
