@@ -29,8 +29,11 @@ func pebbleOptions(cache *pebble.Cache, lock *pebble.Lock, log *slog.Logger) *pe
 		Logger:             pebbleLogger{log},
 		// Memtables absorb write bursts (up to four queued); flushes of
 		// append-only keys become tables that do not overlap and move down
-		// without rewrites. 16 MiB keeps the resident memory small.
-		MemTableSize:                16 << 20,
+		// without rewrites. Pebble's default 4 MiB keeps the resident
+		// memory small: a memtable's arena is resident once filled, and
+		// the journal is read back through the projections, not the
+		// memtable.
+		MemTableSize:                4 << 20,
 		MemTableStopWritesThreshold: 4,
 		L0CompactionThreshold:       4,
 		L0StopWritesThreshold:       24,
