@@ -8,9 +8,6 @@ import (
 	"strings"
 	"time"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"google.golang.org/grpc"
-
 	"revd/bench/internal/proc"
 	"revd/bench/internal/progress"
 	"revd/bench/internal/report"
@@ -31,10 +28,8 @@ type harness struct {
 	suite *report.Suite
 	prog  *progress.Display
 
-	// The server of the current phase and a raw client to it.
-	srv  *proc.Server
-	conn *grpc.ClientConn
-	kv   pb.KVClient
+	// The running servers, by kind (proc.Etcd, proc.Revd).
+	live map[string]*liveServer
 
 	failed bool
 }
@@ -50,7 +45,7 @@ func run(ctx context.Context, cfg config) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	h := &harness{cfg: cfg, sz: fullSizes, root: root}
+	h := &harness{cfg: cfg, sz: fullSizes, root: root, live: map[string]*liveServer{}}
 	if cfg.quick {
 		h.sz = quickSizes
 	}
@@ -97,7 +92,7 @@ func run(ctx context.Context, cfg config) (bool, error) {
 		}
 		h.prog.End(res)
 	}
-	h.stopServer() // after an interrupt or a failed phase
+	h.stopAll() // after an interrupt or a failed phase
 	h.prog.Close()
 	h.suite.Elapsed = time.Since(started)
 	if ctx.Err() != nil {
@@ -129,46 +124,57 @@ func (h *harness) plan() []step {
 		{"build revd", h.buildRevd},
 		{"describe the environment", h.describeEnv},
 	}
-	runs := toolRuns(h.sz, h.cfg.keySpace)
-	for _, kind := range []string{proc.Etcd, proc.Revd} {
-		var phase []step
-		for _, tr := range runs {
-			if !h.selectedRun(tr) {
-				continue
-			}
-			h.addWorkloadRows(tr)
+	// The gRPC workloads run against a fresh etcd and a fresh revd that
+	// are both up, the load going to one at a time and alternating per
+	// workload: this machine's speed drifts by tens of percent over
+	// minutes, and a drift then hits both servers alike.
+	kinds := []string{proc.Etcd, proc.Revd}
+	var phase []step
+	for _, tr := range toolRuns(h.sz, h.cfg.keySpace) {
+		if !h.selectedRun(tr) {
+			continue
+		}
+		h.addWorkloadRows(tr)
+		for _, kind := range kinds {
 			phase = append(phase, step{kind + ": " + tr.name(), h.toolStep(kind, tr)})
 		}
-		if len(phase) > 0 {
+	}
+	if len(phase) > 0 {
+		for _, kind := range kinds {
 			phase = append(phase, step{kind + ": resident memory after the gRPC workloads", h.memoryStep(kind)})
 		}
-		if kind == proc.Revd {
-			phase = append(phase, h.natsSteps()...)
-			if h.selected("profile") {
-				phase = append(phase, step{"revd: CPU profile during put, 100 clients / 10 conns", h.profileStep})
-			}
-		}
+	}
+	phase = append(phase, h.natsSteps()...)
+	if h.selected("profile") {
+		phase = append(phase, step{"revd: CPU profile during put, 100 clients / 10 conns", h.profileStep})
+	}
+	for _, kind := range kinds {
 		if h.selected("idle-watchers") {
 			phase = append(phase, step{fmt.Sprintf("%s: memory of %d idle watchers", kind, h.sz.idleWatchers), h.idleWatchersStep(kind)})
 		}
-		if h.selected("watch-fanout") {
-			h.addFanOutRow()
+	}
+	if h.selected("watch-fanout") {
+		h.addFanOutRow()
+		for _, kind := range kinds {
 			phase = append(phase, step{fmt.Sprintf("%s: watch fan-out to %d watchers", kind, h.sz.fanWatchers), h.fanOutStep(kind)})
 		}
-		if len(phase) == 0 {
-			continue
+	}
+	if len(phase) > 0 {
+		for _, kind := range kinds {
+			steps = append(steps, step{"start a fresh " + kind, h.startStep(kind, "main", true)})
 		}
-		steps = append(steps, step{"start a fresh " + kind, h.startStep(kind, "main", true)})
 		steps = append(steps, phase...)
-		steps = append(steps, step{"stop " + kind, h.stopStep})
+		for _, kind := range kinds {
+			steps = append(steps, step{"stop " + kind, h.stopStep(kind)})
+		}
 	}
 	if h.selected("big-range") {
 		for _, kind := range []string{proc.Etcd, proc.Revd} {
 			steps = append(steps,
 				step{"start a fresh " + kind + " for the large range", h.startStep(kind, "big-range", false)},
-				step{fmt.Sprintf("%s: load %d keys", kind, h.sz.rangeKeys), h.loadKeysStep},
+				step{fmt.Sprintf("%s: load %d keys", kind, h.sz.rangeKeys), h.loadKeysStep(kind)},
 				step{fmt.Sprintf("%s: range over %d keys", kind, h.sz.rangeKeys), h.bigRangeStep(kind)},
-				step{"stop " + kind, h.stopStep},
+				step{"stop " + kind, h.stopStep(kind)},
 			)
 		}
 	}

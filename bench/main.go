@@ -5,9 +5,11 @@
 //
 // It builds etcd 3.7.3 and etcd's own benchmark tool from the Go module
 // proxy (the bench/tools module, cached in the user cache directory) and
-// revd from the working tree; then starts a fresh etcd and runs the
-// workloads against it, stops it, and does the same with a fresh revd
-// (new data directories, fsync on). It prints a table of both figures and
+// revd from the working tree; then starts a fresh etcd and a fresh revd
+// (new data directories, fsync on) and runs each workload against etcd and
+// right after against revd, so that the machine's drift in speed over the
+// run hits both alike; only one server is loaded at a time. It prints a
+// table of both figures and
 // the ratio revd/etcd, and writes a Markdown report with SVG charts, the
 // tool's raw output, the servers' logs and a CPU profile of revd's write
 // path to bench/results/<timestamp>/. Progress goes to standard error.

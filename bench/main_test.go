@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -81,5 +82,35 @@ func TestParseFlags(t *testing.T) {
 	cfg, err := parseFlags([]string{"--quick", "--key-space", "1000"})
 	if err != nil || !cfg.quick || cfg.keySpace != 1000 {
 		t.Errorf("%+v %v", cfg, err)
+	}
+}
+
+// TestWorkloadsInterleaved: both servers are up for the gRPC workloads,
+// and each workload runs against etcd and then at once against revd, so
+// that the machine's drift over the run hits both alike.
+func TestWorkloadsInterleaved(t *testing.T) {
+	_, steps := planned(t, fullSizes, "")
+	var names []string
+	for _, s := range steps {
+		names = append(names, s.name)
+	}
+	startRevd := slices.Index(names, "start a fresh revd")
+	firstLoad := slices.IndexFunc(names, func(n string) bool { return strings.HasPrefix(n, "etcd: put, 1 client") })
+	if startRevd < 0 || firstLoad < 0 || startRevd > firstLoad || !slices.Contains(names[:firstLoad], "start a fresh etcd") {
+		t.Fatalf("both servers must start before the first workload:\n%s", strings.Join(names, "\n"))
+	}
+	pairs := 0
+	for i, n := range names {
+		w, ok := strings.CutPrefix(n, "etcd: ")
+		if !ok || strings.Contains(n, "memory") || strings.Contains(n, "watch") || strings.Contains(n, "100000 keys") {
+			continue
+		}
+		if i+1 >= len(names) || names[i+1] != "revd: "+w {
+			t.Errorf("%q is not followed by revd's run of the same workload", n)
+		}
+		pairs++
+	}
+	if pairs < 10 {
+		t.Errorf("only %d interleaved workloads", pairs)
 	}
 }

@@ -18,9 +18,14 @@ func bigRangeKey(i int) []byte { return fmt.Appendf(nil, "k%07d", i) }
 
 // loadKeysStep writes the large range's keys, 128 puts per txn (etcd's
 // default --max-txn-ops) from 8 writers.
-func (h *harness) loadKeysStep(ctx context.Context) (string, error) {
-	if h.srv == nil {
-		return "", fmt.Errorf("no server running (its start failed)")
+func (h *harness) loadKeysStep(kind string) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) { return h.loadKeys(ctx, kind) }
+}
+
+func (h *harness) loadKeys(ctx context.Context, kind string) (string, error) {
+	kv, err := h.kv(kind)
+	if err != nil {
+		return "", err
 	}
 	const perTxn, writers = 128, 8
 	n := h.sz.rangeKeys
@@ -41,7 +46,7 @@ func (h *harness) loadKeysStep(ctx context.Context) (string, error) {
 					txn.Success = append(txn.Success, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{
 						RequestPut: &pb.PutRequest{Key: bigRangeKey(i), Value: value}}})
 				}
-				if _, err := h.kv.Txn(ctx, txn); err != nil {
+				if _, err := kv.Txn(ctx, txn); err != nil {
 					errc <- err
 					return
 				}
@@ -75,6 +80,7 @@ func (h *harness) bigRangeStep(kind string) func(context.Context) (string, error
 		if err != nil {
 			return fail(err)
 		}
+		kv := h.live[kind].kv
 		m0, err := srv.Memory()
 		if err != nil {
 			return fail(err)
@@ -83,7 +89,7 @@ func (h *harness) bigRangeStep(kind string) func(context.Context) (string, error
 		req := &pb.RangeRequest{Key: []byte("k"), RangeEnd: []byte("l")}
 		for range h.sz.rangeRepeats {
 			st := time.Now()
-			resp, err := h.kv.Range(ctx, req)
+			resp, err := kv.Range(ctx, req)
 			if err != nil {
 				return fail(err)
 			}

@@ -149,13 +149,13 @@ func (h *harness) profile(ctx context.Context, p *report.Profile) (string, error
 
 // waitForWrites waits until the store's revision moves.
 func (h *harness) waitForWrites(ctx context.Context, limit time.Duration) error {
-	rev0, err := h.revision(ctx)
+	rev0, err := h.revision(ctx, proc.Revd)
 	if err != nil {
 		return err
 	}
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		if rev, err := h.revision(ctx); err == nil && rev > rev0 {
+		if rev, err := h.revision(ctx, proc.Revd); err == nil && rev > rev0 {
 			return nil
 		}
 		select {

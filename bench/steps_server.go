@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,10 +15,18 @@ import (
 	"revd/bench/internal/progress"
 )
 
-// startStep starts a fresh server of the given kind for a phase.
+// liveServer is a running server and a raw client to it.
+type liveServer struct {
+	srv  *proc.Server
+	conn *grpc.ClientConn
+	kv   pb.KVClient
+}
+
+// startStep starts a fresh server of the given kind for a phase, in place
+// of any of that kind still running.
 func (h *harness) startStep(kind, phase string, pprof bool) func(context.Context) (string, error) {
 	return func(ctx context.Context) (string, error) {
-		h.stopServer()
+		h.stopServer(kind)
 		bin := h.tools.Etcd
 		if kind == proc.Revd {
 			bin = h.revdBin
@@ -38,13 +45,14 @@ func (h *harness) startStep(kind, phase string, pprof bool) func(context.Context
 		if err != nil {
 			return "", err
 		}
-		if err := h.attach(srv); err != nil {
+		ls, err := h.attach(srv)
+		if err != nil {
 			srv.Kill()
 			return "", err
 		}
 		if phase == "main" {
 			// The key the range workloads read.
-			if _, err := h.kv.Put(ctx, &pb.PutRequest{Key: []byte(rangeKey), Value: make([]byte, valSize)}); err != nil {
+			if _, err := ls.kv.Put(ctx, &pb.PutRequest{Key: []byte(rangeKey), Value: make([]byte, valSize)}); err != nil {
 				return "", fmt.Errorf("writing %q: %w", rangeKey, err)
 			}
 		}
@@ -52,58 +60,75 @@ func (h *harness) startStep(kind, phase string, pprof bool) func(context.Context
 	}
 }
 
-func (h *harness) attach(srv *proc.Server) error {
+func (h *harness) attach(srv *proc.Server) (*liveServer, error) {
 	conn, err := grpc.NewClient(srv.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<31-1)))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	h.srv, h.conn, h.kv = srv, conn, pb.NewKVClient(conn)
-	return nil
+	ls := &liveServer{srv: srv, conn: conn, kv: pb.NewKVClient(conn)}
+	h.live[srv.Kind] = ls
+	return ls, nil
 }
 
-func (h *harness) stopStep(context.Context) (string, error) {
-	if h.srv == nil {
-		return "", errors.New("no server running")
+func (h *harness) stopStep(kind string) func(context.Context) (string, error) {
+	return func(context.Context) (string, error) {
+		if h.live[kind] == nil {
+			return "", fmt.Errorf("%s is not running", kind)
+		}
+		if err := h.stopServer(kind); err != nil {
+			return "", fmt.Errorf("%s stop: %w", kind, err)
+		}
+		return "stopped cleanly", nil
 	}
-	srv := h.srv
-	err := h.stopServer()
-	if err != nil {
-		return "", fmt.Errorf("%s stop: %w", srv.Kind, err)
-	}
-	return "stopped cleanly", nil
 }
 
-// stopServer stops the current server, if any.
-func (h *harness) stopServer() error {
-	if h.srv == nil {
+// stopServer stops the running server of a kind, if any.
+func (h *harness) stopServer(kind string) error {
+	ls := h.live[kind]
+	if ls == nil {
 		return nil
 	}
-	h.conn.Close()
-	err := h.srv.Stop()
-	h.srv, h.conn, h.kv = nil, nil, nil
-	return err
+	delete(h.live, kind)
+	ls.conn.Close()
+	return ls.srv.Stop()
 }
 
-// server returns the running server of the phase, or why there is none.
+// stopAll stops every running server.
+func (h *harness) stopAll() {
+	for kind := range h.live {
+		h.stopServer(kind)
+	}
+}
+
+// server returns the running server of a kind, or why there is none.
 func (h *harness) server(kind string) (*proc.Server, error) {
-	if h.srv == nil || h.srv.Kind != kind {
+	ls := h.live[kind]
+	if ls == nil {
 		return nil, fmt.Errorf("%s is not running (its start failed)", kind)
 	}
-	if !h.srv.Running() {
-		return nil, fmt.Errorf("%s exited: %v (see its log)", kind, h.srv.ExitErr())
+	if !ls.srv.Running() {
+		return nil, fmt.Errorf("%s exited: %v (see its log)", kind, ls.srv.ExitErr())
 	}
-	return h.srv, nil
+	return ls.srv, nil
+}
+
+// kv is the raw KV client of the running server of a kind.
+func (h *harness) kv(kind string) (pb.KVClient, error) {
+	if _, err := h.server(kind); err != nil {
+		return nil, err
+	}
+	return h.live[kind].kv, nil
 }
 
 // revisionCounter counts writes as the growth of the store's revision.
-func (h *harness) revisionCounter(ctx context.Context, total int) (progress.Counter, error) {
-	rev0, err := h.revision(ctx)
+func (h *harness) revisionCounter(ctx context.Context, kind string, total int) (progress.Counter, error) {
+	rev0, err := h.revision(ctx, kind)
 	if err != nil {
 		return nil, err
 	}
 	return func() (int64, int64) {
-		rev, err := h.revision(ctx)
+		rev, err := h.revision(ctx, kind)
 		if err != nil {
 			return 0, int64(total)
 		}
@@ -111,10 +136,14 @@ func (h *harness) revisionCounter(ctx context.Context, total int) (progress.Coun
 	}, nil
 }
 
-func (h *harness) revision(ctx context.Context) (int64, error) {
+func (h *harness) revision(ctx context.Context, kind string) (int64, error) {
+	kv, err := h.kv(kind)
+	if err != nil {
+		return 0, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	resp, err := h.kv.Range(ctx, &pb.RangeRequest{Key: []byte("bench/progress"), Serializable: true, CountOnly: true})
+	resp, err := kv.Range(ctx, &pb.RangeRequest{Key: []byte("bench/progress"), Serializable: true, CountOnly: true})
 	if err != nil {
 		return 0, err
 	}

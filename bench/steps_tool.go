@@ -49,7 +49,7 @@ func (h *harness) toolStep(kind string, tr toolRun) func(context.Context) (strin
 			return fail(err)
 		}
 		if tr.writes {
-			if c, err := h.revisionCounter(ctx, tr.total); err == nil {
+			if c, err := h.revisionCounter(ctx, kind, tr.total); err == nil {
 				h.prog.SetCounter(c)
 			}
 		}

@@ -36,7 +36,7 @@ func Markdown(w io.Writer, s *Suite, charts []ChartFile) error {
 	m.line("")
 
 	m.h("etcd gRPC API, driven by etcd's benchmark tool")
-	m.p("Each server was started fresh (new data directory, fsync on) and ran the workloads below in this order. Latencies are per request, as the tool measures them.")
+	m.p("Both servers were started fresh (new data directory, fsync on) and ran the workloads below in this order, each workload against etcd and right after against revd (one server loaded at a time; the other idle). Latencies are per request, as the tool measures them.")
 	m.row("workload", "clients (conns)", "etcd req/s", "revd req/s", "revd/etcd", "etcd p50", "revd p50", "etcd p99", "revd p99", "notes")
 	m.sep(10)
 	for _, wl := range s.Workloads {
