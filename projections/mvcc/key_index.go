@@ -9,8 +9,9 @@ import (
 // exist) to its deletion (a tombstone). The last generation is the current
 // one; it is empty when the key does not exist now.
 //
-// Every entry holds the key-value pair written at its revision, so a read at
-// any revision finds the value without a second lookup. Tombstones hold nil.
+// Each revision's pair is held in memory or, in a store with a loader, only
+// the current one is and the others are read back from the journal (see
+// generation).
 //
 // Example: the key "foo" is put at revisions 1, 2 and 3, deleted at 4, put at
 // 5 and 6, deleted at 7, and put at 8:
@@ -46,17 +47,29 @@ type keyIndex struct {
 }
 
 // generation is one life of a key. revs is in increasing revision order; if
-// the generation is not the last one of its keyIndex, its last entry is the
-// tombstone that ended it.
+// the generation is not the last one of its keyIndex, its last revision is
+// the tombstone that ended it.
+//
+// The revisions are a slice of plain integers, apart from the pairs: a
+// key's history costs 8 bytes a revision, and the garbage collector has no
+// pointers to follow in it. The pairs are kept in one of two ways:
+//
+//   - without a loader (Store.SetLoader), kvs holds the pair of every
+//     revision in revs (nil for the tombstone);
+//   - with one, kvs is nil and only head is kept: the pair of the last put
+//     of the current generation. Every other pair is spilled, and read
+//     back through the loader.
 type generation struct {
 	ver     int64 // puts in this generation
 	created int64 // revision of the first put
-	revs    []entry
+	revs    []int64
+	kvs     []*mvccpb.KeyValue
+	head    *mvccpb.KeyValue
 }
 
-// entry is one change of a key: the pair written at rev, nil for a
-// tombstone, or the marker spilled for a pair the store no longer holds in
-// memory (see Store.SetLoader).
+// entry is one change of a key as a lookup returns it: the pair written at
+// rev, nil for "absent", or the marker spilled for a pair the store no
+// longer holds in memory.
 type entry struct {
 	rev int64
 	kv  *mvccpb.KeyValue
@@ -71,16 +84,45 @@ func newKeyIndex(key []byte) *keyIndex {
 
 func (g *generation) isEmpty() bool { return len(g.revs) == 0 }
 
+// pair is the pair of revs[i], or spilled.
+func (g *generation) pair(i int) *mvccpb.KeyValue {
+	if g.kvs != nil {
+		return g.kvs[i]
+	}
+	if i == len(g.revs)-1 && g.head != nil {
+		return g.head
+	}
+	return spilled
+}
+
+// add appends a change at rev whose pair is kv (nil for a tombstone). With
+// spill, every pair but kv leaves memory.
+func (g *generation) add(rev int64, kv *mvccpb.KeyValue, spill bool) {
+	if spill {
+		g.kvs, g.head = nil, kv
+	} else {
+		if g.kvs == nil && len(g.revs) > 0 {
+			// Earlier changes were added with spill: their pairs stay
+			// spilled.
+			kvs := make([]*mvccpb.KeyValue, len(g.revs), len(g.revs)+1)
+			for i := range kvs {
+				kvs[i] = g.pair(i)
+			}
+			g.kvs = kvs
+		}
+		g.kvs, g.head = append(g.kvs, kv), nil
+	}
+	g.revs = append(g.revs, rev)
+}
+
 // put records kv, written at kv.ModRevision, in the current generation.
 // With spill, the pair it supersedes leaves memory.
 func (ki *keyIndex) put(kv *mvccpb.KeyValue, spill bool) {
 	g := &ki.generations[len(ki.generations)-1]
 	if g.isEmpty() {
 		g.created = kv.ModRevision
-	} else if spill {
-		g.revs[len(g.revs)-1].kv = spilled
 	}
-	g.revs = append(g.revs, entry{rev: kv.ModRevision, kv: kv})
+	g.add(kv.ModRevision, kv, spill)
 	g.ver++
 }
 
@@ -92,10 +134,7 @@ func (ki *keyIndex) tombstone(rev int64, spill bool) bool {
 	if g.isEmpty() {
 		return false
 	}
-	if spill {
-		g.revs[len(g.revs)-1].kv = spilled
-	}
-	g.revs = append(g.revs, entry{rev: rev})
+	g.add(rev, nil, spill)
 	ki.generations = append(ki.generations, generation{})
 	return true
 }
@@ -106,7 +145,7 @@ func (ki *keyIndex) latest() *mvccpb.KeyValue {
 	if g.isEmpty() {
 		return nil
 	}
-	return g.revs[len(g.revs)-1].kv
+	return g.pair(len(g.revs) - 1)
 }
 
 // get returns the entry holding the key's value as of revision rev (its kv
@@ -118,24 +157,24 @@ func (ki *keyIndex) get(rev int64) entry {
 		if g.isEmpty() {
 			continue
 		}
-		if gi != last && g.revs[len(g.revs)-1].rev <= rev {
+		if gi != last && g.revs[len(g.revs)-1] <= rev {
 			// The generation had already ended by rev.
 			return entry{}
 		}
-		if g.revs[0].rev > rev {
+		if g.revs[0] > rev {
 			continue
 		}
 		// The largest revision <= rev in this generation.
 		lo, hi := 0, len(g.revs)
 		for hi-lo > 1 {
 			mid := (lo + hi) / 2
-			if g.revs[mid].rev <= rev {
+			if g.revs[mid] <= rev {
 				lo = mid
 			} else {
 				hi = mid
 			}
 		}
-		return g.revs[lo]
+		return entry{rev: g.revs[lo], kv: g.pair(lo)}
 	}
 	return entry{}
 }
@@ -148,7 +187,7 @@ func (ki *keyIndex) compact(rev int64) (empty bool) {
 	// Find the first generation that ends at or after rev (or the current one).
 	for gi < len(ki.generations)-1 {
 		g := &ki.generations[gi]
-		if g.revs[len(g.revs)-1].rev >= rev {
+		if g.revs[len(g.revs)-1] >= rev {
 			break
 		}
 		gi++
@@ -158,13 +197,16 @@ func (ki *keyIndex) compact(rev int64) (empty bool) {
 		// Index of the largest revision <= rev, or -1.
 		keep := -1
 		for i := len(g.revs) - 1; i >= 0; i-- {
-			if g.revs[i].rev <= rev {
+			if g.revs[i] <= rev {
 				keep = i
 				break
 			}
 		}
 		if keep > 0 {
-			g.revs = append([]entry(nil), g.revs[keep:]...)
+			g.revs = append([]int64(nil), g.revs[keep:]...)
+			if g.kvs != nil {
+				g.kvs = append([]*mvccpb.KeyValue(nil), g.kvs[keep:]...)
+			}
 		}
 		if keep >= 0 && len(g.revs) == 1 && gi != len(ki.generations)-1 {
 			// Only the tombstone is left: the generation is over.

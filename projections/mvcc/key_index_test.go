@@ -37,12 +37,12 @@ func shape(ki *keyIndex) string {
 			s += " "
 		}
 		s += "{"
-		for j, e := range g.revs {
+		for j, rev := range g.revs {
 			if j > 0 {
 				s += ","
 			}
-			s += fmt.Sprint(e.rev)
-			if e.kv == nil {
+			s += fmt.Sprint(rev)
+			if g.pair(j) == nil {
 				s += "t"
 			}
 		}

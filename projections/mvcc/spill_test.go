@@ -52,8 +52,8 @@ func TestSpillingStoreAnswersAlike(t *testing.T) {
 	held := 0
 	spill.tree.Ascend(func(ki *keyIndex) bool {
 		for _, g := range ki.generations {
-			for _, e := range g.revs {
-				if e.kv != nil && e.kv != spilled {
+			for i := range g.revs {
+				if kv := g.pair(i); kv != nil && kv != spilled {
 					held++
 				}
 			}
@@ -62,6 +62,16 @@ func TestSpillingStoreAnswersAlike(t *testing.T) {
 	})
 	if held != 1 {
 		t.Fatalf("%d pairs held in memory, want 1 (the current b)", held)
+	}
+	// After a compaction both still answer alike at every revision left.
+	spill.Compact(3)
+	full.Compact(3)
+	for rev := int64(3); rev <= 6; rev++ {
+		got, gn, err := spill.Range([]byte{0}, []byte{}, rev, 0)
+		want, wn, _ := full.Range([]byte{0}, []byte{}, rev, 0)
+		if err != nil || keys(got) != keys(want) || gn != wn {
+			t.Fatalf("compacted, rev %d: %q %d %v, want %q %d", rev, keys(got), gn, err, keys(want), wn)
+		}
 	}
 	// A loader failure is an error, not a wrong answer.
 	delete(journal, "2/b")
