@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -74,7 +75,7 @@ func run(ctx context.Context, cfg config) (bool, error) {
 	}
 	defer os.RemoveAll(h.binDir)
 
-	h.suite = &report.Suite{Started: started, Quick: cfg.quick, Sweeps: sweeps(h.sz), Targets: targets()}
+	h.suite = &report.Suite{Started: started, Quick: cfg.quick, Cores: runtime.NumCPU(), Sweeps: sweeps(h.sz), Targets: targets()}
 	steps := h.plan()
 	h.prog = progress.New(os.Stderr, len(steps))
 	fmt.Fprintf(os.Stderr, "bench: results in %s\n", h.outDir)

@@ -27,11 +27,16 @@ func Markdown(w io.Writer, s *Suite, charts []ChartFile) error {
 	}
 
 	m.h("Targets")
-	m.row("target", "required", "etcd", "revd", "measured", "verdict")
-	m.sep(6)
+	m.p("*Ceiling*, for throughput: the most revd could have served in the same run had it and etcd's benchmark tool, at the CPU per request each used, kept all %d cores busy, over etcd's figure (see *CPU per request* below). A target above its ceiling is out of reach here unless revd's own CPU per request drops. (With one client the bound is latency, not CPU, and the ceiling says little.)", s.Cores)
+	m.row("target", "required", "etcd", "revd", "measured", "verdict", "ceiling")
+	m.sep(7)
 	for _, r := range s.Evaluate() {
+		ceiling := "—"
+		if w := s.Workload(r.Ref); w != nil && r.Metric == Throughput {
+			ceiling = formatRatio(ratio(runValue(&w.Etcd, "rps"), s.Ceiling(&w.Revd)))
+		}
 		m.row(r.Name, r.describe(), formatValue(r.Etcd, r.Unit), formatValue(r.Revd, r.Unit),
-			formatRatio(r.Ratio), verdictMD(r.Verdict))
+			formatRatio(r.Ratio), verdictMD(r.Verdict), ceiling)
 	}
 	m.line("")
 
@@ -48,13 +53,14 @@ func Markdown(w io.Writer, s *Suite, charts []ChartFile) error {
 			notes(wl))
 	}
 	m.line("")
-	m.p("**CPU per request** (user + system time of the server process during the run, over the requests it served; and the same for etcd's benchmark tool, which shares the machine's cores with the server: the tool's share caps what any server can reach here):")
-	m.row("workload", "etcd CPU/req", "revd CPU/req", "revd/etcd", "tool CPU/req (etcd run)", "tool CPU/req (revd run)")
-	m.sep(6)
+	m.p("**CPU per request** (user + system time of the server process during the run, over the requests it served; and the same for etcd's benchmark tool, which shares the machine's cores with the server: the tool's share caps what any server can reach here). The ceilings are the cores over the sum of the server's and the tool's CPU per request:")
+	m.row("workload", "etcd CPU/req", "revd CPU/req", "revd/etcd", "tool CPU/req (etcd run)", "tool CPU/req (revd run)", "etcd ceiling", "revd ceiling")
+	m.sep(8)
 	for _, wl := range s.Workloads {
 		e, r := runValue(&wl.Etcd, "cpu"), runValue(&wl.Revd, "cpu")
 		m.row(wl.Name, formatValue(e, Seconds), formatValue(r, Seconds), formatRatio(ratio(e, r)),
-			formatValue(runValue(&wl.Etcd, "client-cpu"), Seconds), formatValue(runValue(&wl.Revd, "client-cpu"), Seconds))
+			formatValue(runValue(&wl.Etcd, "client-cpu"), Seconds), formatValue(runValue(&wl.Revd, "client-cpu"), Seconds),
+			formatValue(s.Ceiling(&wl.Etcd), PerSecond), formatValue(s.Ceiling(&wl.Revd), PerSecond))
 	}
 	m.line("")
 

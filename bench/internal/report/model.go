@@ -178,6 +178,8 @@ type Suite struct {
 	Elapsed time.Duration
 	Quick   bool
 	Env     []Env
+	// Cores is the number of CPUs the servers and the load tool share.
+	Cores int
 
 	Workloads []*Workload
 	Sweeps    []Sweep
@@ -230,6 +232,18 @@ type TargetResult struct {
 	Unit       Unit
 	Ratio      float64
 	Verdict    Verdict
+}
+
+// Ceiling is the most requests per second a run's server could have served
+// had the server and the load tool, at the CPU per request they used, kept
+// every one of the suite's cores busy: Cores / (server + tool CPU per
+// request). A throughput above it is out of reach on this machine without
+// making the server (or the tool) cheaper per request.
+func (s *Suite) Ceiling(r *Run) Value {
+	if r.Status != OK || s.Cores <= 0 || r.CPUPerRequest <= 0 || r.ClientCPUPerRequest <= 0 {
+		return Value{Status: NotRun}
+	}
+	return Val(float64(s.Cores) / (r.CPUPerRequest + r.ClientCPUPerRequest).Seconds())
 }
 
 // Evaluate evaluates every target of the suite.

@@ -36,10 +36,11 @@ func fixture() *Suite {
 		Started: time.Date(2026, 11, 22, 3, 4, 5, 0, time.UTC),
 		Elapsed: 95 * time.Second,
 		Env:     []Env{{"CPU", "2 × Test CPU"}, {"etcd", "etcd Version: 3.7.3"}},
+		Cores:   2,
 		Workloads: []*Workload{
 			{ID: "put-1x1", Name: "put, 1 client / 1 conn", Clients: 1, Conns: 1, Command: "benchmark --clients=1 put",
 				Etcd: Run{Status: OK, Summary: summary(1000, 500*time.Microsecond, 2*time.Second), CPUPerRequest: 40 * time.Microsecond, ClientCPUPerRequest: 25 * time.Microsecond},
-				Revd: Run{Status: OK, Summary: summary(1000, 400*time.Microsecond, time.Second), CPUPerRequest: 30 * time.Microsecond}},
+				Revd: Run{Status: OK, Summary: summary(1000, 400*time.Microsecond, time.Second), CPUPerRequest: 30 * time.Microsecond, ClientCPUPerRequest: 20 * time.Microsecond}},
 			{ID: "put-100x10", Name: "put, 100 clients / 10 conns", Clients: 100, Conns: 10, Chart: true, Command: "benchmark --clients=100 put",
 				Etcd: ok(summary(1000, 20*time.Microsecond, time.Second)), Revd: ok(withErrors)},
 			{ID: "lease-keepalive-100x10", Name: "lease-keepalive, 100 clients / 10 conns", Clients: 100, Conns: 10, Chart: true,
@@ -130,7 +131,7 @@ func TestMarkdownGolden(t *testing.T) {
 	golden(t, "report.md", b.Bytes())
 	for _, want := range []string{"n/a (unimplemented)", "❌ missed", "✅ met", "— not measured", "| lease | ≥ 1.20× | 500/s | n/a (unimplemented) | — | n/a (unimplemented) |", `watch-latency \| pipes`,
 		"![Throughput: put](throughput-put.svg)", "3 failed requests",
-		"| put, 1 client / 1 conn | 40.0 µs | 30.0 µs | 0.75× | 25.0 µs | — |"} {
+		"| put, 1 client / 1 conn | 40.0 µs | 30.0 µs | 0.75× | 25.0 µs | 20.0 µs | 30,769/s | 40,000/s |"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -213,5 +214,19 @@ func TestFormat(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
 		}
+	}
+}
+
+// TestCeiling: the cores over the server's and the tool's CPU per request,
+// and nothing without both figures.
+func TestCeiling(t *testing.T) {
+	s := &Suite{Cores: 2}
+	r := &Run{Status: OK, CPUPerRequest: 30 * time.Microsecond, ClientCPUPerRequest: 20 * time.Microsecond}
+	if v := s.Ceiling(r); v.Status != OK || math.Abs(v.V-40000) > 1e-6 {
+		t.Fatalf("ceiling %+v, want 40,000/s", v)
+	}
+	r.ClientCPUPerRequest = 0
+	if v := s.Ceiling(r); v.Status == OK {
+		t.Fatalf("ceiling without the tool's CPU: %+v", v)
 	}
 }
