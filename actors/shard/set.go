@@ -106,7 +106,10 @@ func (s *Set) Stop(root *actor.RootContext) {
 }
 
 // Dispatch sends each shard the events of its range from one durable batch:
-// one message per shard.
+// one message to each shard with events. A shard with none is moved to
+// lastRev without a message (and without waking its goroutine), once it
+// has applied what it was sent before: the visible revision never runs
+// ahead of an event not yet applied.
 func (s *Set) Dispatch(root *actor.RootContext, revs []journal.Record, lastRev int64) {
 	per := make([][]journal.Record, len(s.shards))
 	for _, r := range revs {
@@ -121,8 +124,13 @@ func (s *Set) Dispatch(root *actor.RootContext, revs []journal.Record, lastRev i
 			per[i] = p
 		}
 	}
-	for i, pid := range s.pids {
-		root.Send(pid, &Apply{Revisions: per[i], LastRev: lastRev})
+	for i, sh := range s.shards {
+		if len(per[i]) == 0 {
+			sh.skip(lastRev)
+			continue
+		}
+		sh.sent()
+		root.Send(s.pids[i], &Apply{Revisions: per[i], LastRev: lastRev})
 	}
 }
 

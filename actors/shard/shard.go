@@ -31,6 +31,14 @@ type Shard struct {
 	mu sync.RWMutex
 	st *mvcc.Store
 
+	// The writer sends a shard only the batches with events in its range
+	// (see Set.Dispatch); qmu guards the count of those not applied yet
+	// and the revision of the newest batch skipped meanwhile, which the
+	// shard reports when it has applied them all. Lock order: qmu, then mu.
+	qmu      sync.Mutex
+	pending  int
+	deferred int64
+
 	disp *dispatch.Dedicated
 }
 
@@ -39,13 +47,7 @@ type Shard struct {
 func (s *Shard) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *Apply:
-		s.mu.Lock()
-		for _, r := range m.Revisions {
-			s.st.Apply(r.Revision, r.Events)
-		}
-		s.st.SetRev(m.LastRev)
-		s.mu.Unlock()
-		s.tracker.Advance(s.index, m.LastRev)
+		s.apply(m)
 	case *Compact:
 		s.mu.Lock()
 		if m.Rev > s.st.CompactRev() {
@@ -55,6 +57,47 @@ func (s *Shard) Receive(ctx actor.Context) {
 	case *actor.Stopped:
 		s.disp.Close()
 	}
+}
+
+// apply applies a batch sent to the shard, then reports the newest revision
+// it is at: the batch's, or that of batches skipped since it was sent.
+func (s *Shard) apply(m *Apply) {
+	s.qmu.Lock()
+	s.pending--
+	rev := m.LastRev
+	if s.pending == 0 {
+		rev = max(rev, s.deferred)
+	}
+	s.mu.Lock()
+	for _, r := range m.Revisions {
+		s.st.Apply(r.Revision, r.Events)
+	}
+	s.st.SetRev(rev)
+	s.mu.Unlock()
+	s.qmu.Unlock()
+	s.tracker.Advance(s.index, rev)
+}
+
+// sent counts an Apply the writer is about to send.
+func (s *Shard) sent() {
+	s.qmu.Lock()
+	s.pending++
+	s.qmu.Unlock()
+}
+
+// skip moves the shard to rev, a batch with no events in its range: at
+// once if it has applied every batch sent to it, otherwise when it has.
+func (s *Shard) skip(rev int64) {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if s.pending > 0 {
+		s.deferred = rev
+		return
+	}
+	s.mu.Lock()
+	s.st.SetRev(rev)
+	s.mu.Unlock()
+	s.tracker.Advance(s.index, rev)
 }
 
 // read runs f on the shard's store under its read lock.

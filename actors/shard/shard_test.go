@@ -168,3 +168,38 @@ func TestTrackerWakesEachWaiterAtItsRevision(t *testing.T) {
 		}
 	}
 }
+
+// TestSkippedBatchWaitsForPendingApply: a shard with no events in a batch
+// is moved to its revision without a message, but never past a batch it was
+// sent and has not applied: the visible revision waits for that batch.
+func TestSkippedBatchWaitsForPendingApply(t *testing.T) {
+	s := NewSet([][]byte{[]byte("g")})
+	tr := s.Tracker()
+	low, high := s.shards[0], s.shards[1]
+
+	// Batch 2 has an event for the low shard, sent but not applied yet.
+	low.sent()
+	high.skip(2)
+	// Batch 3 has none for either.
+	low.skip(3)
+	high.skip(3)
+	if got := tr.Visible(); got != 1 {
+		t.Fatalf("visible %d while batch 2 is not applied, want 1", got)
+	}
+	low.apply(&Apply{Revisions: []journal.Record{{Revision: 2, Events: []*mvccpb.Event{putEv("a", "1", 2)}}}, LastRev: 2})
+	if got := tr.Visible(); got != 3 {
+		t.Fatalf("visible %d after batch 2 was applied, want 3 (batch 3 was skipped meanwhile)", got)
+	}
+	if kvs, _, err := s.View(3, -1).Range([]byte("a"), nil, 0, 0); err != nil || keys(kvs) != "a" {
+		t.Fatalf("read at 3: %q %v", keys(kvs), err)
+	}
+	// Nothing pending: a skip moves the shard at once.
+	low.skip(4)
+	high.skip(4)
+	if got := tr.Visible(); got != 4 {
+		t.Fatalf("visible %d, want 4", got)
+	}
+	if _, _, err := s.View(4, -1).Range([]byte("a"), nil, 0, 0); err != nil {
+		t.Fatalf("read at 4 after skips: %v", err)
+	}
+}
