@@ -11,10 +11,11 @@
 // in it. Nothing is visible or acknowledged before its fsync.
 //
 // The path of a read: Range and read-only Txn never touch the sequencer. A
-// linearizable read takes the committed revision at its start and waits
-// until every shard has applied it; a serializable read takes the revision
-// all shards have applied now. Either way it reads the shards at that one
-// revision, so it sees whole revisions only.
+// read, linearizable or serializable, takes the committed revision at its
+// start and waits until every shard has applied it (writes are answered
+// once durable, not once applied), then reads the shards at that one
+// revision, so it sees whole revisions only and every write acknowledged
+// before it began.
 //
 // At start-up the server restores its stores from the journal: the base
 // snapshot (what compaction folded), then every record after it.

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -128,11 +127,6 @@ func (s *Server) onCommit(b *sequencer.Batch) {
 	}
 	s.leaseCommitted(b)
 	s.publish(b)
-	if n := len(b.Records); n > 0 {
-		// Answer the batch's commands once the shards show it: one wait
-		// here rather than one per waiting command (see propose).
-		_ = s.set.Tracker().Wait(context.Background(), b.Records[n-1].Revision)
-	}
 }
 
 // onFail stops writes for good: the sequencer's state is ahead of a journal
