@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -19,11 +20,11 @@ func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespon
 	if err := etcdkv.CheckRange(r); err != nil {
 		return nil, err
 	}
-	v, err := s.readView(ctx, r.Serializable)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := etcdkv.Range(v, r)
+	var resp *pb.RangeResponse
+	err := s.read(ctx, func(v *shard.View) (err error) {
+		resp, err = etcdkv.Range(v, r)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -68,11 +69,11 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 		return nil, err
 	}
 	if etcdkv.IsTxnReadOnly(r) {
-		v, err := s.readView(ctx, isTxnSerializable(r))
-		if err != nil {
-			return nil, err
-		}
-		resp, err := etcdkv.Txn(etcdkv.ReadOnly(v), r, nil)
+		var resp *pb.TxnResponse
+		err := s.read(ctx, func(v *shard.View) (err error) {
+			resp, err = etcdkv.Txn(etcdkv.ReadOnly(v), r, nil)
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -127,13 +128,43 @@ func isTxnSerializable(r *pb.TxnRequest) bool {
 // it then sees every write acknowledged before it, as on etcd (which
 // applies before it answers). A single server has nothing cheaper to offer
 // a serializable read; the wait is for at most one batch's apply.
+//
+// A compaction accepted while the read waits may be above that revision
+// (a compaction revision is at most the committed one); the read then moves
+// up to the committed revision again, so that a read of the current state
+// is never refused as compacted.
 func (s *Server) readView(ctx context.Context, _ bool) (*shard.View, error) {
 	tr := s.set.Tracker()
 	rev := s.committed.Load()
-	if err := tr.Wait(ctx, rev); err != nil {
-		return nil, toStatus(err)
+	for {
+		if err := tr.Wait(ctx, rev); err != nil {
+			return nil, toStatus(err)
+		}
+		compactRev := s.compactRev.Load()
+		if compactRev <= rev {
+			return s.set.View(rev, compactRev), nil
+		}
+		rev = s.committed.Load()
 	}
-	return s.set.View(rev, s.compactRev.Load()), nil
+}
+
+// read runs f on a view from readView, again on a fresh view if f failed as
+// compacted because a shard compacted past the view's revision during f (a
+// compaction accepted after the view was taken): the request did not ask
+// for anything compacted when it began. A request whose own revision is
+// below the new compaction then fails as compacted, as it would on etcd
+// after that compaction.
+func (s *Server) read(ctx context.Context, f func(*shard.View) error) error {
+	for {
+		v, err := s.readView(ctx, false)
+		if err != nil {
+			return err
+		}
+		err = f(v)
+		if !errors.Is(err, rpctypes.ErrGRPCCompacted) || s.compactRev.Load() <= v.CompactRev() {
+			return err
+		}
+	}
 }
 
 // propose sends a write to the sequencer and waits for its durable outcome.

@@ -215,6 +215,10 @@ func TestReadsSeeWholeRevisions(t *testing.T) {
 						errs <- err
 						return
 					}
+					if r.Header.Revision < resp.Header.Revision {
+						errs <- fmt.Errorf("serializable=%v: read at %d after a write acknowledged at %d", serializable, r.Header.Revision, resp.Header.Revision)
+						return
+					}
 					if len(r.Kvs) != 3 || string(r.Kvs[0].Value) != string(r.Kvs[1].Value) || string(r.Kvs[1].Value) != string(r.Kvs[2].Value) {
 						errs <- fmt.Errorf("half a revision: %v", r.Kvs)
 						return
@@ -230,5 +234,54 @@ func TestReadsSeeWholeRevisions(t *testing.T) {
 	}
 	if h := s.Header(); h.Revision != 2+400 {
 		t.Fatalf("revision %d after 401 txns, want 402", h.Revision)
+	}
+}
+
+// TestCurrentReadsNeverCompacted: reads of the current state (revision 0)
+// racing with compactions up to the newest revision are never refused as
+// compacted, whether the compaction lands while the read waits for the
+// shards or while it reads them.
+func TestCurrentReadsNeverCompacted(t *testing.T) {
+	s := open(t, t.TempDir())
+	defer s.Close()
+	for _, k := range []string{"a", "h", "q", "z"} {
+		mustPut(t, s, k, "0")
+	}
+	done := make(chan struct{})
+	errs := make(chan error, 8)
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if _, err := s.Range(ctx, &pb.RangeRequest{Key: []byte{0}, RangeEnd: []byte{0}, Serializable: w%2 == 0}); err != nil {
+					errs <- fmt.Errorf("range: %w", err)
+					return
+				}
+				txn := &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: []byte("a"), RangeEnd: []byte("zz")}}}}}
+				if _, err := s.Txn(ctx, txn); err != nil {
+					errs <- fmt.Errorf("read-only txn: %w", err)
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < 150; i++ {
+		resp := mustPut(t, s, []string{"a", "h", "q", "z"}[i%4], fmt.Sprint(i))
+		if _, err := s.Compact(ctx, &pb.CompactionRequest{Revision: resp.Header.Revision}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }
