@@ -118,7 +118,7 @@ func (s *Server) onCommit(b *sequencer.Batch) {
 	if n := len(b.Records); n > 0 {
 		last := b.Records[n-1].Revision
 		s.committed.Store(last)
-		s.set.Dispatch(s.system.Root, b.Records, last)
+		s.set.Dispatch(b.Records, last)
 	}
 	if b.Compact {
 		s.compactRev.Store(b.CompactRev)

@@ -94,7 +94,9 @@ func (s *Set) Spawn(root *actor.RootContext) {
 	for _, sh := range s.shards {
 		sh := sh
 		sh.disp = dispatch.NewDedicated(0)
-		s.pids = append(s.pids, root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sh }, actor.WithDispatcher(sh.disp))))
+		pid := root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sh }, actor.WithDispatcher(sh.disp)))
+		sh.send = func(m *Apply) { root.Send(pid, m) }
+		s.pids = append(s.pids, pid)
 	}
 }
 
@@ -110,7 +112,7 @@ func (s *Set) Stop(root *actor.RootContext) {
 // lastRev without a message (and without waking its goroutine), once it
 // has applied what it was sent before: the visible revision never runs
 // ahead of an event not yet applied.
-func (s *Set) Dispatch(root *actor.RootContext, revs []journal.Record, lastRev int64) {
+func (s *Set) Dispatch(revs []journal.Record, lastRev int64) {
 	per := make([][]journal.Record, len(s.shards))
 	for _, r := range revs {
 		for _, ev := range r.Events {
@@ -130,7 +132,7 @@ func (s *Set) Dispatch(root *actor.RootContext, revs []journal.Record, lastRev i
 			continue
 		}
 		sh.sent()
-		root.Send(s.pids[i], &Apply{Revisions: per[i], LastRev: lastRev})
+		sh.send(&Apply{Revisions: per[i], LastRev: lastRev})
 	}
 }
 

@@ -34,10 +34,13 @@ type Shard struct {
 	// The writer sends a shard only the batches with events in its range
 	// (see Set.Dispatch); qmu guards the count of those not applied yet
 	// and the revision of the newest batch skipped meanwhile, which the
-	// shard reports when it has applied them all. Lock order: qmu, then mu.
+	// shard reports when it has applied them all. apply takes mu, then
+	// qmu; skip holds qmu and only tries mu, so the writer never waits for
+	// a reader holding mu.
 	qmu      sync.Mutex
 	pending  int
 	deferred int64
+	send     func(*Apply) // to the shard's actor; set by Set.Spawn
 
 	disp *dispatch.Dedicated
 }
@@ -62,19 +65,19 @@ func (s *Shard) Receive(ctx actor.Context) {
 // apply applies a batch sent to the shard, then reports the newest revision
 // it is at: the batch's, or that of batches skipped since it was sent.
 func (s *Shard) apply(m *Apply) {
+	s.mu.Lock()
+	for _, r := range m.Revisions {
+		s.st.Apply(r.Revision, r.Events)
+	}
 	s.qmu.Lock()
 	s.pending--
 	rev := m.LastRev
 	if s.pending == 0 {
 		rev = max(rev, s.deferred)
 	}
-	s.mu.Lock()
-	for _, r := range m.Revisions {
-		s.st.Apply(r.Revision, r.Events)
-	}
+	s.qmu.Unlock()
 	s.st.SetRev(rev)
 	s.mu.Unlock()
-	s.qmu.Unlock()
 	s.tracker.Advance(s.index, rev)
 }
 
@@ -86,18 +89,32 @@ func (s *Shard) sent() {
 }
 
 // skip moves the shard to rev, a batch with no events in its range: at
-// once if it has applied every batch sent to it, otherwise when it has.
+// once if it has applied every batch sent to it and no reader holds it,
+// otherwise when it has applied what it was sent (an empty Apply is sent if
+// nothing else would report rev).
 func (s *Shard) skip(rev int64) {
 	s.qmu.Lock()
-	defer s.qmu.Unlock()
 	if s.pending > 0 {
 		s.deferred = rev
+		s.qmu.Unlock()
 		return
 	}
-	s.mu.Lock()
-	s.st.SetRev(rev)
-	s.mu.Unlock()
-	s.tracker.Advance(s.index, rev)
+	locked := s.send == nil // not spawned (tests): nothing else holds mu
+	if locked {
+		s.mu.Lock()
+	} else {
+		locked = s.mu.TryLock()
+	}
+	if locked {
+		s.st.SetRev(rev)
+		s.mu.Unlock()
+		s.qmu.Unlock()
+		s.tracker.Advance(s.index, rev)
+		return
+	}
+	s.pending++
+	s.qmu.Unlock()
+	s.send(&Apply{LastRev: rev})
 }
 
 // read runs f on the shard's store under its read lock.

@@ -62,7 +62,7 @@ func TestViewAcrossShards(t *testing.T) {
 	s.Spawn(sys.Root)
 	defer s.Stop(sys.Root)
 
-	s.Dispatch(sys.Root, []journal.Record{
+	s.Dispatch([]journal.Record{
 		{Revision: 2, Events: []*mvccpb.Event{putEv("a", "1", 2), putEv("h", "1", 2), putEv("z", "1", 2)}},
 		{Revision: 3, Events: []*mvccpb.Event{putEv("b", "1", 3)}},
 	}, 3)
@@ -91,7 +91,7 @@ func TestViewAcrossShards(t *testing.T) {
 		t.Fatalf("future read: %v", err)
 	}
 	// A view pinned at 3 keeps reading 3 after more revisions land.
-	s.Dispatch(sys.Root, []journal.Record{{Revision: 4, Events: []*mvccpb.Event{putEv("c", "1", 4)}}}, 4)
+	s.Dispatch([]journal.Record{{Revision: 4, Events: []*mvccpb.Event{putEv("c", "1", 4)}}}, 4)
 	if err := s.Tracker().Wait(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
@@ -201,5 +201,46 @@ func TestSkippedBatchWaitsForPendingApply(t *testing.T) {
 	}
 	if _, _, err := s.View(4, -1).Range([]byte("a"), nil, 0, 0); err != nil {
 		t.Fatalf("read at 4 after skips: %v", err)
+	}
+}
+
+// TestWriterNeverWaitsForAReader: a reader holding a shard (a long range)
+// does not hold up the writer's Dispatch, even for a batch that has no
+// events for that shard; the shard reports the batch once the reader is
+// done.
+func TestWriterNeverWaitsForAReader(t *testing.T) {
+	sys := actor.NewActorSystemWithConfig(actor.Configure(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	})))
+	defer sys.Shutdown()
+	s := NewSet([][]byte{[]byte("g")})
+	s.Spawn(sys.Root)
+	defer s.Stop(sys.Root)
+
+	held := s.shards[1]
+	held.mu.RLock()
+	dispatched := make(chan struct{})
+	go func() {
+		s.Dispatch([]journal.Record{{Revision: 2, Events: []*mvccpb.Event{putEv("a", "1", 2)}}}, 2)
+		s.Dispatch([]journal.Record{{Revision: 3, Events: []*mvccpb.Event{putEv("h", "1", 3)}}}, 3)
+		close(dispatched)
+	}()
+	select {
+	case <-dispatched:
+	case <-time.After(10 * time.Second):
+		held.mu.RUnlock()
+		t.Fatal("Dispatch waited for a reader of a shard")
+	}
+	if got := s.Tracker().Visible(); got != 1 {
+		t.Fatalf("visible %d while a shard could not apply, want 1", got)
+	}
+	held.mu.RUnlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Tracker().Wait(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if kvs, _, err := s.View(3, -1).Range([]byte{0}, []byte{}, 0, 0); err != nil || keys(kvs) != "a,h" {
+		t.Fatalf("read at 3: %q %v", keys(kvs), err)
 	}
 }
