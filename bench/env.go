@@ -35,6 +35,7 @@ func (h *harness) describeEnv(context.Context) (string, error) {
 		{Key: "revd", Value: proc.GitDescribe(h.root)},
 		{Key: "data directories", Value: fmt.Sprintf("%s (%s), fsync on for both servers", h.dataRoot, fs)},
 		{Key: "write key space", Value: fmt.Sprintf("--key-space-size=%d", h.cfg.keySpace)},
+		{Key: "data sync", Value: describeSync(h.dataRoot, h.sz.syncSamples)},
 	}
 	return fmt.Sprintf("%d CPUs, load %s, data on %s", runtime.NumCPU(), load, fs), nil
 }

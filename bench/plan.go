@@ -38,6 +38,8 @@ type sizes struct {
 	restartRevs []int
 	// profileSeconds is the length of the CPU profile.
 	profileSeconds int
+	// syncSamples is the number of data syncs timed on the data disk.
+	syncSamples int
 }
 
 var (
@@ -49,6 +51,7 @@ var (
 		rangeKeys: 100000, rangeRepeats: 5,
 		restartRevs:    []int{100000, 1000000},
 		profileSeconds: 10,
+		syncSamples:    1000,
 	}
 	quickSizes = sizes{
 		total1: 100, total: 1000,
@@ -58,6 +61,7 @@ var (
 		rangeKeys: 10000, rangeRepeats: 2,
 		restartRevs:    []int{10000, 50000},
 		profileSeconds: 1,
+		syncSamples:    50,
 	}
 )
 

@@ -27,7 +27,7 @@ func Markdown(w io.Writer, s *Suite, charts []ChartFile) error {
 	}
 
 	m.h("Targets")
-	m.p("*Ceiling*, for throughput: the most revd could have served in the same run had it and etcd's benchmark tool, at the CPU per request each used, kept all %d cores busy, over etcd's figure (see *CPU per request* below). A target above its ceiling is out of reach here unless revd's own CPU per request drops. (With one client the bound is latency, not CPU, and the ceiling says little.)", s.Cores)
+	m.p("*Ceiling*, for throughput: the most revd could have served in the same run had it and etcd's benchmark tool, at the CPU per request each used, kept all %d cores busy, over etcd's figure (see *CPU per request* below). A target above its ceiling is out of reach here unless revd's own CPU per request drops. (With one client the bound is latency, not CPU, and the ceiling says little: the data sync under *Environment* is the floor of a put's.)", s.Cores)
 	m.row("target", "required", "etcd", "revd", "measured", "verdict", "ceiling")
 	m.sep(7)
 	for _, r := range s.Evaluate() {
