@@ -108,20 +108,6 @@ func (s *Server) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.Comp
 	return resp.(*pb.CompactionResponse), nil
 }
 
-func isTxnSerializable(r *pb.TxnRequest) bool {
-	for _, u := range r.Success {
-		if rr := u.GetRequestRange(); rr == nil || !rr.Serializable {
-			return false
-		}
-	}
-	for _, u := range r.Failure {
-		if rr := u.GetRequestRange(); rr == nil || !rr.Serializable {
-			return false
-		}
-	}
-	return true
-}
-
 // readView pins the revision a read sees: the committed revision when it
 // began, once every shard has applied it. Writes are acknowledged once
 // durable, before the shards apply them, so a serializable read waits too:
@@ -133,7 +119,7 @@ func isTxnSerializable(r *pb.TxnRequest) bool {
 // (a compaction revision is at most the committed one); the read then moves
 // up to the committed revision again, so that a read of the current state
 // is never refused as compacted.
-func (s *Server) readView(ctx context.Context, _ bool) (*shard.View, error) {
+func (s *Server) readView(ctx context.Context) (*shard.View, error) {
 	tr := s.set.Tracker()
 	rev := s.committed.Load()
 	for {
@@ -156,7 +142,7 @@ func (s *Server) readView(ctx context.Context, _ bool) (*shard.View, error) {
 // after that compaction.
 func (s *Server) read(ctx context.Context, f func(*shard.View) error) error {
 	for {
-		v, err := s.readView(ctx, false)
+		v, err := s.readView(ctx)
 		if err != nil {
 			return err
 		}

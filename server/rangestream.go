@@ -29,7 +29,7 @@ func (s *Server) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) err
 	if etcdkv.HasRevisionFilters(r) {
 		return status.Errorf(codes.Unimplemented, "RangeStream does not support revision filters")
 	}
-	v, err := s.readView(rs.Context(), r.Serializable)
+	v, err := s.readView(rs.Context())
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ type StateHash struct {
 // It reads every live pair once, under each shard's read lock in turn (as
 // a Range over all keys does), and holds pointers to them until it returns.
 func (s *Server) StateHash(ctx context.Context, rev int64) (StateHash, error) {
-	v, err := s.readView(ctx, false)
+	v, err := s.readView(ctx)
 	if err != nil {
 		return StateHash{}, err
 	}

@@ -91,7 +91,8 @@ func (s *Shard) sent() {
 // skip moves the shard to rev, a batch with no events in its range: at
 // once if it has applied every batch sent to it and no reader holds it,
 // otherwise when it has applied what it was sent (an empty Apply is sent if
-// nothing else would report rev).
+// nothing else would report rev; a shard that is not spawned must not be
+// held by a reader then).
 func (s *Shard) skip(rev int64) {
 	s.qmu.Lock()
 	if s.pending > 0 {
@@ -99,13 +100,7 @@ func (s *Shard) skip(rev int64) {
 		s.qmu.Unlock()
 		return
 	}
-	locked := s.send == nil // not spawned (tests): nothing else holds mu
-	if locked {
-		s.mu.Lock()
-	} else {
-		locked = s.mu.TryLock()
-	}
-	if locked {
+	if s.mu.TryLock() {
 		s.st.SetRev(rev)
 		s.mu.Unlock()
 		s.qmu.Unlock()

@@ -72,8 +72,7 @@ func (h *Hub) detachIfIdle(ctx actor.Context) {
 	}
 	h.idleTicks++
 	if h.idleTicks >= h.detachTicks() {
-		h.unsubscribe()
-		h.unsubscribe = nil
+		h.detach()
 		h.idleTicks = 0
 	}
 }
@@ -85,7 +84,7 @@ func (h *Hub) detachTicks() int {
 // watchers is the number of watchers the hub holds.
 func (h *Hub) watchers() int { return h.synced.len() + len(h.unsynced) }
 
-// detach unsubscribes from the feed when the hub stops.
+// detach unsubscribes from the feed.
 func (h *Hub) detach() {
 	if h.unsubscribe != nil {
 		h.unsubscribe()

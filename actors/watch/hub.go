@@ -161,12 +161,10 @@ func (h *Hub) Receive(ctx actor.Context) {
 			h.attach(ctx)
 		}
 		h.onProgressRequest(m)
-	case *syncTick:
-		h.detachIfIdle(ctx)
-		if h.syncRound() {
-			ctx.Send(ctx.Self(), &syncNow{})
+	case *syncTick, *syncNow:
+		if _, tick := m.(*syncTick); tick {
+			h.detachIfIdle(ctx)
 		}
-	case *syncNow:
 		if h.syncRound() {
 			ctx.Send(ctx.Self(), &syncNow{})
 		}
