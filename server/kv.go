@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -134,12 +133,13 @@ func (s *Server) readView(ctx context.Context) (*shard.View, error) {
 	}
 }
 
-// read runs f on a view from readView, again on a fresh view if f failed as
-// compacted because a shard compacted past the view's revision during f (a
-// compaction accepted after the view was taken): the request did not ask
-// for anything compacted when it began. A request whose own revision is
-// below the new compaction then fails as compacted, as it would on etcd
-// after that compaction.
+// read runs f on a view from readView, and again on a fresh view if f
+// failed while a compaction past the view's was accepted: a shard may then
+// have compacted its index past the view's revision (compacted), or the
+// compactor folded away a journal record the read had to load (a load
+// error), though the request asked for nothing compacted when it began. A
+// request whose own revision is below the new compaction then fails as
+// compacted, as it would on etcd after that compaction.
 func (s *Server) read(ctx context.Context, f func(*shard.View) error) error {
 	for {
 		v, err := s.readView(ctx)
@@ -147,7 +147,7 @@ func (s *Server) read(ctx context.Context, f func(*shard.View) error) error {
 			return err
 		}
 		err = f(v)
-		if !errors.Is(err, rpctypes.ErrGRPCCompacted) || s.compactRev.Load() <= v.CompactRev() {
+		if err == nil || s.compactRev.Load() <= v.CompactRev() {
 			return err
 		}
 	}
