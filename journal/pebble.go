@@ -25,6 +25,7 @@ func pebbleOptions(cache *pebble.Cache, lock *pebble.Lock, log *slog.Logger) *pe
 	o := &pebble.Options{
 		Cache:              cache,
 		Lock:               lock,
+		FS:                 newWALFS(),
 		FormatMajorVersion: pebbleFormat,
 		Logger:             pebbleLogger{log},
 		// Memtables absorb write bursts (up to four queued); flushes of
