@@ -5,10 +5,12 @@ import (
 	"math"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"revd/actors/shard"
 	"revd/projections/etcdkv"
 )
 
@@ -29,11 +31,26 @@ func (s *Server) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) err
 	if etcdkv.HasRevisionFilters(r) {
 		return status.Errorf(codes.Unimplemented, "RangeStream does not support revision filters")
 	}
-	v, err := s.readView(rs.Context())
-	if err != nil {
-		return err
-	}
 	r = proto.Clone(r).(*pb.RangeRequest)
+	// The first read picks the view (and retries as Range does, see
+	// s.read); the later chunks read that view's revision, and fail as
+	// compacted if a compaction passes it meanwhile, as etcd's do.
+	var v *shard.View
+	rangeOf := func(r *pb.RangeRequest) (resp *pb.RangeResponse, err error) {
+		if v == nil {
+			err = s.read(rs.Context(), func(rv *shard.View) error {
+				v = rv
+				resp, err = etcdkv.Range(rv, r)
+				return err
+			})
+			return resp, err
+		}
+		resp, err = etcdkv.Range(v, r)
+		if err != nil && s.compactRev.Load() > v.CompactRev() {
+			return nil, rpctypes.ErrGRPCCompacted
+		}
+		return resp, err
+	}
 	send := func(out *pb.RangeResponse) error {
 		if out.Header != nil {
 			out.Header.ClusterId, out.Header.MemberId, out.Header.RaftTerm = s.meta.ClusterID, s.meta.MemberID, s.meta.Term
@@ -41,7 +58,7 @@ func (s *Server) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) err
 		return rs.Send(&pb.RangeStreamResponse{RangeResponse: out})
 	}
 	if r.CountOnly {
-		resp, err := etcdkv.Range(v, r)
+		resp, err := rangeOf(r)
 		if err != nil {
 			return err
 		}
@@ -54,7 +71,7 @@ func (s *Server) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) err
 	r.Limit = min(initialStreamChunkLimit, totalLimit)
 	var count, headerRev int64
 	for {
-		resp, err := etcdkv.Range(v, r)
+		resp, err := rangeOf(r)
 		if err != nil {
 			return err
 		}
@@ -76,7 +93,7 @@ func (s *Server) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) err
 			out.More = resp.More
 			out.Count = count
 			if resp.More {
-				rest, err := etcdkv.Range(v, &pb.RangeRequest{Key: nextKey, RangeEnd: r.RangeEnd, Revision: r.Revision, CountOnly: true})
+				rest, err := rangeOf(&pb.RangeRequest{Key: nextKey, RangeEnd: r.RangeEnd, Revision: r.Revision, CountOnly: true})
 				if err != nil {
 					return err
 				}

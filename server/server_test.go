@@ -244,36 +244,52 @@ func TestReadsSeeWholeRevisions(t *testing.T) {
 func TestCurrentReadsNeverCompacted(t *testing.T) {
 	s := open(t, t.TempDir())
 	defer s.Close()
-	for _, k := range []string{"a", "h", "q", "z"} {
+	rangeAll := func(serializable bool) func() error {
+		return func() error {
+			if _, err := s.Range(ctx, &pb.RangeRequest{Key: []byte{0}, RangeEnd: []byte{0}, Serializable: serializable}); err != nil {
+				return fmt.Errorf("range: %w", err)
+			}
+			return nil
+		}
+	}
+	readTxn := func() error {
+		txn := &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: []byte("a"), RangeEnd: []byte("zz")}}}}}
+		if _, err := s.Txn(ctx, txn); err != nil {
+			return fmt.Errorf("read-only txn: %w", err)
+		}
+		return nil
+	}
+	raceCompactions(t, s, []string{"a", "h", "q", "z"}, rangeAll(true), rangeAll(false), readTxn, readTxn)
+}
+
+// raceCompactions puts keys, then runs each reader in a loop of its own
+// while 150 more puts land, each followed by a compaction at its revision;
+// the first reader error fails t.
+func raceCompactions(t *testing.T, s *Server, keys []string, readers ...func() error) {
+	t.Helper()
+	for _, k := range keys {
 		mustPut(t, s, k, "0")
 	}
 	done := make(chan struct{})
-	errs := make(chan error, 8)
+	errs := make(chan error, len(readers))
 	var wg sync.WaitGroup
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for _, read := range readers {
+		wg.Go(func() {
 			for {
 				select {
 				case <-done:
 					return
 				default:
 				}
-				if _, err := s.Range(ctx, &pb.RangeRequest{Key: []byte{0}, RangeEnd: []byte{0}, Serializable: w%2 == 0}); err != nil {
-					errs <- fmt.Errorf("range: %w", err)
-					return
-				}
-				txn := &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: []byte("a"), RangeEnd: []byte("zz")}}}}}
-				if _, err := s.Txn(ctx, txn); err != nil {
-					errs <- fmt.Errorf("read-only txn: %w", err)
+				if err := read(); err != nil {
+					errs <- err
 					return
 				}
 			}
-		}()
+		})
 	}
 	for i := 0; i < 150; i++ {
-		resp := mustPut(t, s, []string{"a", "h", "q", "z"}[i%4], fmt.Sprint(i))
+		resp := mustPut(t, s, keys[i%len(keys)], fmt.Sprint(i))
 		if _, err := s.Compact(ctx, &pb.CompactionRequest{Revision: resp.Header.Revision}); err != nil {
 			t.Fatal(err)
 		}

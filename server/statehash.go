@@ -3,6 +3,9 @@ package server
 import (
 	"context"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"revd/actors/shard"
 	"revd/projections/etcdkv"
 	"revd/projections/statehash"
 	maintenancev1 "revd/protos/revd/maintenance/v1"
@@ -28,17 +31,19 @@ type StateHash struct {
 // It reads every live pair once, under each shard's read lock in turn (as
 // a Range over all keys does), and holds pointers to them until it returns.
 func (s *Server) StateHash(ctx context.Context, rev int64) (StateHash, error) {
-	v, err := s.readView(ctx)
+	var kvs []*mvccpb.KeyValue
+	at := rev
+	err := s.read(ctx, func(v *shard.View) (err error) {
+		if rev <= 0 {
+			at = v.Rev()
+		}
+		kvs, _, err = v.Range([]byte{0}, []byte{}, at, 0)
+		return etcdkv.ToGRPC(err)
+	})
 	if err != nil {
 		return StateHash{}, err
 	}
-	if rev <= 0 {
-		rev = v.Rev()
-	}
-	kvs, _, err := v.Range([]byte{0}, []byte{}, rev, 0)
-	if err != nil {
-		return StateHash{}, etcdkv.ToGRPC(err)
-	}
+	rev = at
 	sum, err := statehash.Of(kvs)
 	if err != nil {
 		return StateHash{}, err

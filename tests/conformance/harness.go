@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"testing"
@@ -120,14 +121,23 @@ func GRPCServer(name string, p *testutil.Proc, c *testutil.Clients) *Server {
 	return &Server{Name: name, Proc: p, Clients: c, Call: func(req proto.Message) Answer { return Call(c, req) }}
 }
 
-// Call sends req (a *pb.RangeRequest, PutRequest, DeleteRangeRequest,
-// TxnRequest, CompactionRequest, StatusRequest or AlarmRequest) to one server.
+// StreamRange is a RangeRequest sent as KV.RangeStream. Its answer is
+// every chunk, in order, as the ResponseRange ops of a TxnResponse whose
+// header is the last chunk's (the only chunk that carries one): so the
+// chunking itself, not only the merged result, is compared.
+type StreamRange struct{ *pb.RangeRequest }
+
+// Call sends req (a *pb.RangeRequest, StreamRange, PutRequest,
+// DeleteRangeRequest, TxnRequest, CompactionRequest, StatusRequest or
+// AlarmRequest) to one server.
 func Call(c *testutil.Clients, req proto.Message) Answer {
 	ctx, cancel := context.WithTimeout(context.Background(), OpTimeout)
 	defer cancel()
 	var resp proto.Message
 	var err error
 	switch r := req.(type) {
+	case StreamRange:
+		resp, err = nilIfErr(rangeStream(ctx, c, r.RangeRequest))
 	case *pb.RangeRequest:
 		resp, err = nilIfErr(c.KV.Range(ctx, r))
 	case *pb.PutRequest:
@@ -146,6 +156,31 @@ func Call(c *testutil.Clients, req proto.Message) Answer {
 		panic(fmt.Sprintf("conformance: unsupported request %T", req))
 	}
 	return Answer{Resp: resp, Err: err}
+}
+
+func rangeStream(ctx context.Context, c *testutil.Clients, r *pb.RangeRequest) (*pb.TxnResponse, error) {
+	st, err := c.KV.RangeStream(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	out := &pb.TxnResponse{}
+	for {
+		chunk, err := st.Recv()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		rr := chunk.RangeResponse
+		if rr.GetHeader() != nil {
+			if out.Header != nil {
+				return nil, fmt.Errorf("RangeStream: two chunks carry a header")
+			}
+			out.Header, rr.Header = rr.Header, nil
+		}
+		out.Responses = append(out.Responses, &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: rr}})
+	}
 }
 
 func nilIfErr[T proto.Message](resp T, err error) (proto.Message, error) {
