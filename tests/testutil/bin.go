@@ -12,7 +12,7 @@ package testutil
 
 import (
 	"bytes"
-	"errors"
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -22,6 +22,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"revd/internal/serverproc"
 )
 
 // EtcdVersion is the etcd release revd must be indistinguishable from.
@@ -46,37 +48,8 @@ var (
 )
 
 func repoRoot() (string, error) {
-	rootOnce.Do(func() {
-		dir, err := os.Getwd()
-		if err != nil {
-			rootErr = err
-			return
-		}
-		for {
-			data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-			if err == nil && modulePath(data) == "revd" {
-				rootDir = dir
-				return
-			}
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				rootErr = errors.New("testutil: no go.mod declaring \"module revd\" above the working directory")
-				return
-			}
-			dir = parent
-		}
-	})
+	rootOnce.Do(func() { rootDir, rootErr = serverproc.RepoRoot() })
 	return rootDir, rootErr
-}
-
-func modulePath(gomod []byte) string {
-	for _, line := range strings.Split(string(gomod), "\n") {
-		line = strings.TrimSpace(line)
-		if rest, ok := strings.CutPrefix(line, "module"); ok {
-			return strings.Trim(strings.TrimSpace(rest), `"`)
-		}
-	}
-	return ""
 }
 
 // EtcdToolsDir is where EtcdBin keeps the etcd and etcdctl binaries:
@@ -256,13 +229,7 @@ func goBuild(pkg, name string) (string, error) {
 		}
 	}
 	out := filepath.Join(binDir, name)
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = root
-	b, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("(cd %s && %s): %v\n%s", root, strings.Join(cmd.Args, " "), err, b)
-	}
-	return out, nil
+	return out, serverproc.GoBuild(context.Background(), root, pkg, out)
 }
 
 // RunMain runs the tests of a package and removes the binaries built for

@@ -1,7 +1,8 @@
 // Package proc builds and runs the servers under test: etcd 3.7.3 and etcd's
 // benchmark tool from the bench/tools module (built from the Go module
 // proxy and cached across runs), revd from the working tree, and the
-// server processes themselves on free loopback ports.
+// server processes themselves (started by revd/internal/serverproc, as the
+// tests' are), with their memory and CPU time read from /proc.
 package proc
 
 import (
@@ -9,7 +10,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,38 +17,15 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+
+	"revd/internal/serverproc"
 )
 
 // EtcdVersion is the etcd release revd is compared with.
 const EtcdVersion = "3.7.3"
 
-// RepoRoot returns the root of the revd module: the nearest directory at or
-// above the working directory whose go.mod declares "module revd".
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modulePath(data) == "revd" {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New(`proc: no go.mod declaring "module revd" at or above the working directory`)
-		}
-		dir = parent
-	}
-}
-
-func modulePath(gomod []byte) string {
-	for line := range strings.Lines(string(gomod)) {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module "); ok {
-			return strings.Trim(strings.TrimSpace(rest), `"`)
-		}
-	}
-	return ""
-}
+// RepoRoot returns the root of the revd module (see serverproc.RepoRoot).
+func RepoRoot() (string, error) { return serverproc.RepoRoot() }
 
 // Tools are the binaries built from the bench/tools module.
 type Tools struct {
@@ -181,12 +158,7 @@ func buildInfoModule(out []byte) string {
 // and returns the binary's path.
 func BuildRevd(ctx context.Context, root, dir string) (string, error) {
 	out := filepath.Join(dir, "revd")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/revd")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("(cd %s && go build -o %s ./cmd/revd): %v\n%s", root, out, err, b)
-	}
-	return out, nil
+	return out, serverproc.GoBuild(ctx, root, "./cmd/revd", out)
 }
 
 // GitDescribe names the revd working tree: the commit and whether it has

@@ -41,12 +41,6 @@ func TestBuildInfoModule(t *testing.T) {
 	}
 }
 
-func TestModulePath(t *testing.T) {
-	if got := modulePath([]byte("// c\nmodule revd\n\ngo 1.26\n")); got != "revd" {
-		t.Errorf("got %q", got)
-	}
-}
-
 func TestParseStat(t *testing.T) {
 	// Field 2 may hold spaces and parentheses; utime=250, stime=50 ticks.
 	stat := "1234 (my (odd) cmd) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 9 0 100 0\n"
