@@ -7,10 +7,16 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
-// BenchmarkCommit measures one group commit: a batch of 64 records, each
-// one PUT of a 256-byte value, made durable with one synced Pebble commit.
+// BenchmarkCommit measures one group commit: a batch of 1 record (a lone
+// client's put) or 64, each one PUT of a 256-byte value, made durable with
+// one synced Pebble commit.
 func BenchmarkCommit(b *testing.B) {
-	const perBatch = 64
+	for _, perBatch := range []int{1, 64} {
+		b.Run(fmt.Sprintf("records=%d", perBatch), func(b *testing.B) { benchmarkCommit(b, perBatch) })
+	}
+}
+
+func benchmarkCommit(b *testing.B, perBatch int) {
 	j := openT(b, b.TempDir())
 	value := make([]byte, 256)
 	keys := make([][]byte, perBatch)
@@ -19,7 +25,7 @@ func BenchmarkCommit(b *testing.B) {
 	}
 	events := make([]*mvccpb.Event, 1)
 	rev := j.Meta().LastRev
-	b.SetBytes(perBatch * int64(len(value)))
+	b.SetBytes(int64(perBatch * len(value)))
 	b.ReportAllocs()
 	for b.Loop() {
 		batch := j.NewBatch()
