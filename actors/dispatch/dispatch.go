@@ -23,8 +23,8 @@ import (
 // it yields the processor (protoactor's default).
 const DefaultThroughput = 300
 
-// Dedicated is an actor.Dispatcher for one actor. Use a new one per actor,
-// and Close it when the actor has stopped.
+// Dedicated is an actor.Dispatcher for one actor: use a new one per actor,
+// and Close it when the actor has stopped (Props does both).
 type Dedicated struct {
 	throughput int
 
@@ -82,5 +82,26 @@ func (d *Dedicated) Close() {
 func (d *Dedicated) loop() {
 	for fn := range d.runs {
 		fn()
+	}
+}
+
+// Props returns props spawning a on a Dedicated dispatcher of its own
+// (DefaultThroughput), which is closed once a has handled *actor.Stopped.
+func Props(a actor.Actor) *actor.Props { return props(a, NewDedicated(0)) }
+
+func props(a actor.Actor, d *Dedicated) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return closeOnStop{a, d} }, actor.WithDispatcher(d))
+}
+
+// closeOnStop closes the dispatcher after the actor's last message.
+type closeOnStop struct {
+	actor.Actor
+	d *Dedicated
+}
+
+func (c closeOnStop) Receive(ctx actor.Context) {
+	c.Actor.Receive(ctx)
+	if _, ok := ctx.Message().(*actor.Stopped); ok {
+		c.d.Close()
 	}
 }

@@ -15,7 +15,6 @@ type counter struct {
 	mu         sync.Mutex
 	got        []int
 	goroutines map[string]bool
-	d          *Dedicated
 }
 
 func (c *counter) Receive(ctx actor.Context) {
@@ -25,8 +24,6 @@ func (c *counter) Receive(ctx actor.Context) {
 		c.got = append(c.got, m)
 		c.goroutines[goroutineID()] = true
 		c.mu.Unlock()
-	case *actor.Stopped:
-		c.d.Close()
 	}
 }
 
@@ -52,12 +49,13 @@ func newSystem(t *testing.T) *actor.ActorSystem {
 
 // TestOneGoroutineInOrder: messages sent from many goroutines, with idle
 // gaps between bursts, are all handled, each sender's in order, on one
-// goroutine; after the actor stops the goroutine is gone.
+// goroutine; after the actor stops (Props closes the dispatcher) the
+// goroutine is gone.
 func TestOneGoroutineInOrder(t *testing.T) {
 	sys := newSystem(t)
 	d := NewDedicated(0)
-	c := &counter{goroutines: map[string]bool{}, d: d}
-	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return c }, actor.WithDispatcher(d)))
+	c := &counter{goroutines: map[string]bool{}}
+	pid := sys.Root.Spawn(props(c, d))
 
 	const senders, perSender, bursts = 8, 100, 5
 	for b := 0; b < bursts; b++ {

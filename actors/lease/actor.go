@@ -79,7 +79,6 @@ type Actor struct {
 	timer   Timer
 	timerAt time.Time
 	gen     uint64
-	disp    *dispatch.Dedicated
 }
 
 // New returns the actor; spawn it with Props. The restored leases get their
@@ -99,12 +98,12 @@ func New(opts Options) *Actor {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Actor{opts: opts, table: NewTable(opts.Index, opts.Clock.Now(), opts.Extend, opts.Retry), disp: dispatch.NewDedicated(0)}
+	return &Actor{opts: opts, table: NewTable(opts.Index, opts.Clock.Now(), opts.Extend, opts.Retry)}
 }
 
 // Props returns props spawning a.
 func (a *Actor) Props() *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return a }, actor.WithDispatcher(a.disp))
+	return dispatch.Props(a)
 }
 
 // Receive implements actor.Actor.
@@ -121,7 +120,6 @@ func (a *Actor) Receive(ctx actor.Context) {
 		}
 		return
 	case *actor.Stopped:
-		a.disp.Close()
 		return
 	case *Committed:
 		a.table.Apply(m.Batch, now)

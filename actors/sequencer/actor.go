@@ -44,7 +44,6 @@ type Actor struct {
 	core *Core
 	q    *commitQueue
 	w    *writer
-	disp *dispatch.Dedicated
 }
 
 // New returns the actor; spawn it with Props.
@@ -60,13 +59,12 @@ func New(opts Options) *Actor {
 		core: opts.Core,
 		q:    q,
 		w:    &writer{q: q, log: opts.Log, onCommit: opts.OnCommit, onFail: opts.OnFail, done: make(chan struct{})},
-		disp: dispatch.NewDedicated(0),
 	}
 }
 
 // Props returns props spawning a.
 func (a *Actor) Props() *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return a }, actor.WithDispatcher(a.disp))
+	return dispatch.Props(a)
 }
 
 // Receive implements actor.Actor.
@@ -85,7 +83,5 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		a.q.close()
 		<-a.w.done
-	case *actor.Stopped:
-		a.disp.Close()
 	}
 }

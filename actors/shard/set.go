@@ -93,8 +93,7 @@ func (s *Set) FinishRestore(rev, compactRev int64) {
 func (s *Set) Spawn(root *actor.RootContext) {
 	for _, sh := range s.shards {
 		sh := sh
-		sh.disp = dispatch.NewDedicated(0)
-		pid := root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sh }, actor.WithDispatcher(sh.disp)))
+		pid := root.Spawn(dispatch.Props(sh))
 		sh.send = func(m *Apply) { root.Send(pid, m) }
 		s.pids = append(s.pids, pid)
 	}

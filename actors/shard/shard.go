@@ -5,7 +5,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"revd/actors/dispatch"
 	"revd/journal"
 	"revd/projections/mvcc"
 )
@@ -42,7 +41,6 @@ type Shard struct {
 	deferred int64
 	send     func(*Apply) // to the shard's actor; set by Set.Spawn
 
-	disp *dispatch.Dedicated
 }
 
 // Receive implements actor.Actor: it applies batches and compactions in the
@@ -57,8 +55,6 @@ func (s *Shard) Receive(ctx actor.Context) {
 			s.st.Compact(m.Rev)
 		}
 		s.mu.Unlock()
-	case *actor.Stopped:
-		s.disp.Close()
 	}
 }
 

@@ -85,7 +85,6 @@ type Hub struct {
 	unsubscribe func() // non-nil while subscribed to opts.Feed
 	idleTicks   int    // sync ticks without watchers while subscribed
 
-	disp *dispatch.Dedicated
 }
 
 // Messages the hub takes.
@@ -128,13 +127,13 @@ func NewHub(opts HubOptions) *Hub {
 	return &Hub{
 		opts: opts, log: opts.Logger, rev: opts.Rev, compactRev: opts.CompactRev,
 		synced: newGroup(), unsynced: map[*watcher]struct{}{}, progress: map[*watcher]struct{}{},
-		stop: make(chan struct{}), disp: dispatch.NewDedicated(0),
+		stop: make(chan struct{}),
 	}
 }
 
 // Props returns props spawning h.
 func (h *Hub) Props() *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return h }, actor.WithDispatcher(h.disp))
+	return dispatch.Props(h)
 }
 
 // Receive implements actor.Actor.
@@ -145,8 +144,6 @@ func (h *Hub) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		close(h.stop)
 		h.detach()
-	case *actor.Stopped:
-		h.disp.Close()
 	case *Commit:
 		h.onCommit(m)
 	case *register:
