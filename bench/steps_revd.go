@@ -215,7 +215,7 @@ func (h *harness) restartStep(revs int) func(context.Context) (string, error) {
 		if err != nil {
 			return fail(err)
 		}
-		r.Ready = report.Dur(srv.ReadyAfter)
+		r.Ready = report.Dur(srv.ReadyAfter())
 		if m, err := srv.Memory(); err == nil {
 			r.RSS = report.Val(float64(m.RSS))
 		}
@@ -225,6 +225,6 @@ func (h *harness) restartStep(revs int) func(context.Context) (string, error) {
 		if !h.cfg.keepData {
 			os.RemoveAll(dir)
 		}
-		return fmt.Sprintf("ready after %s, VmRSS %d MiB", srv.ReadyAfter.Round(time.Millisecond), int64(r.RSS.V)>>20), nil
+		return fmt.Sprintf("ready after %s, VmRSS %d MiB", srv.ReadyAfter().Round(time.Millisecond), int64(r.RSS.V)>>20), nil
 	}
 }

@@ -56,7 +56,7 @@ func (h *harness) startStep(kind, phase string, pprof bool) func(context.Context
 				return "", fmt.Errorf("writing %q: %w", rangeKey, err)
 			}
 		}
-		return fmt.Sprintf("serving on %s after %s", srv.Endpoint, srv.ReadyAfter.Round(time.Millisecond)), nil
+		return fmt.Sprintf("serving on %s after %s", srv.Endpoint, srv.ReadyAfter().Round(time.Millisecond)), nil
 	}
 }
 

@@ -16,8 +16,11 @@ import (
 // cluster and member ids, and Open bumps its term as usual.
 //
 // Pebble hard-links the immutable table files when dir is on the same
-// filesystem (copying them otherwise) and copies the write-ahead logs, so a
-// checkpoint is quick and at first takes little extra space. Commit and
+// filesystem (copying them otherwise) and copies the live write-ahead logs
+// whole: as walFS sizes each WAL in advance, every copied WAL takes its
+// preallocated size (about 4.4 MiB, mostly zeroes, which a reopen reads as
+// the log's end). So a checkpoint is quick and at first takes the size of
+// the live WALs in extra space, a few MiB to a few tens of MiB. Commit and
 // Fold may run meanwhile; their batches are either wholly in the copy or
 // not at all.
 //

@@ -18,8 +18,10 @@ import (
 // took 130–150 µs in a growing file and 95–105 µs in an extended one; the
 // sync is most of a one-client put's latency.
 //
-// Why it is safe: the extension is made durable (fsync) before Pebble
-// writes into it, and the tail past the last record reads as zeroes, which
+// Why it is safe: a commit's data sync (fdatasync) persists the new size
+// and extents together with the record, as it must for the record to be
+// readable; a crash before that sync loses only the uncommitted extension.
+// The tail past the last record reads as zeroes, which
 // Pebble's WAL reader already treats as a torn end of the newest WAL (as it
 // does for its own recycled WAL files, whose tails hold older logs). Older
 // WALs end with Pebble's EOF trailer, so the zeroes after it are never
@@ -50,8 +52,8 @@ func (fs walFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCat
 type extendFile struct{ vfs.File }
 
 // Preallocate reserves [offset, offset+length) and makes it part of the
-// file, durably; where the file system cannot, it falls back to Pebble's
-// own preallocation.
+// file; where the file system cannot, it falls back to Pebble's own
+// preallocation.
 func (f extendFile) Preallocate(offset, length int64) error {
 	done, err := extend(f.File, offset, length)
 	if done || err != nil {

@@ -64,7 +64,7 @@ func TestCommitThenCrashChild(t *testing.T) {
 func TestCommitThenCrash(t *testing.T) {
 	const n = 80 // about 10 MiB: several WAL files at a 4 MiB memtable
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCommitThenCrashChild$")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCommitThenCrashChild$", "-test.timeout=5m")
 	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashRecsEnv+"="+strconv.Itoa(n))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -73,6 +73,10 @@ func TestCommitThenCrash(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { // on every way out, a failed check included
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
 	var last int64
 	sc := bufio.NewScanner(out)
 	for last < int64(n+1) && sc.Scan() {
@@ -84,8 +88,10 @@ func TestCommitThenCrash(t *testing.T) {
 	}
 	if runtime.GOOS == "linux" {
 		wal := newestWAL(t, dir)
-		if fi, err := os.Stat(wal); err != nil || fi.Size() < 4<<20 {
-			t.Errorf("newest WAL %s: size %v (%v), want the preallocated >= 4 MiB", filepath.Base(wal), fi.Size(), err)
+		if fi, err := os.Stat(wal); err != nil {
+			t.Error(err)
+		} else if fi.Size() < 4<<20 {
+			t.Errorf("newest WAL %s: size %d, want the preallocated >= 4 MiB", filepath.Base(wal), fi.Size())
 		}
 	}
 	_ = cmd.Process.Kill()

@@ -5,7 +5,6 @@ import (
 	"math"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -32,23 +31,15 @@ func (s *Server) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) err
 		return status.Errorf(codes.Unimplemented, "RangeStream does not support revision filters")
 	}
 	r = proto.Clone(r).(*pb.RangeRequest)
-	// The first read picks the view (and retries as Range does, see
-	// s.read); the later chunks read that view's revision, and fail as
-	// compacted if a compaction passes it meanwhile, as etcd's do.
-	var v *shard.View
+	// Every chunk reads through s.read (which retries a read that a
+	// compaction overtook, as Range does). The first picks the revision;
+	// the later ones read at it, and fail as compacted once a compaction
+	// passes it, as etcd's do.
 	rangeOf := func(r *pb.RangeRequest) (resp *pb.RangeResponse, err error) {
-		if v == nil {
-			err = s.read(rs.Context(), func(rv *shard.View) error {
-				v = rv
-				resp, err = etcdkv.Range(rv, r)
-				return err
-			})
-			return resp, err
-		}
-		resp, err = etcdkv.Range(v, r)
-		if err != nil && s.compactRev.Load() > v.CompactRev() {
-			return nil, rpctypes.ErrGRPCCompacted
-		}
+		err = s.read(rs.Context(), func(v *shard.View) error {
+			resp, err = etcdkv.Range(v, r)
+			return err
+		})
 		return resp, err
 	}
 	send := func(out *pb.RangeResponse) error {

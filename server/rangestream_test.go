@@ -68,3 +68,75 @@ func TestStreamAtACompactedRevision(t *testing.T) {
 		t.Fatalf("RangeStream below the compaction: %v after %d chunks, want %v and none", err, len(st.got), rpctypes.ErrGRPCCompacted)
 	}
 }
+
+// hookChunks is a chunks sink that runs a hook after the first chunk.
+type hookChunks struct {
+	chunks
+	afterFirst func()
+}
+
+func (c *hookChunks) Send(r *pb.RangeStreamResponse) error {
+	c.chunks.Send(r)
+	if len(c.got) == 1 {
+		c.afterFirst()
+	}
+	return nil
+}
+
+// TestStreamAcrossWritesAndCompactions: the chunks after the first read the
+// first chunk's revision, whatever is written meanwhile; a compaction up
+// to that revision leaves the stream whole, one past it fails the next
+// chunk as compacted, as etcd does.
+func TestStreamAcrossWritesAndCompactions(t *testing.T) {
+	s := open(t, t.TempDir())
+	defer s.Close()
+	const n = 25 // three chunks: 10, then 15 (the next doubles)
+	for i := range n {
+		mustPut(t, s, fmt.Sprintf("k%02d", i), "old")
+	}
+	all := &pb.RangeRequest{Key: []byte("k"), RangeEnd: []byte("l")}
+
+	t.Run("compaction up to the stream's revision", func(t *testing.T) {
+		st := &hookChunks{chunks: chunks{ctx: ctx}}
+		st.afterFirst = func() {
+			rev := mustPut(t, s, "k24", "new").Header.Revision - 1
+			mustPut(t, s, "k00", "new")
+			if _, err := s.Compact(ctx, &pb.CompactionRequest{Revision: rev}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.RangeStream(all, st); err != nil {
+			t.Fatalf("RangeStream: %v", err)
+		}
+		if len(st.got) < 2 {
+			t.Fatalf("%d chunks, want several", len(st.got))
+		}
+		var kvs int
+		for _, c := range st.got {
+			for _, kv := range c.Kvs {
+				kvs++
+				if string(kv.Value) != "old" {
+					t.Errorf("%s = %q, want the value at the stream's revision", kv.Key, kv.Value)
+				}
+			}
+		}
+		last := st.got[len(st.got)-1]
+		if kvs != n || last.Count != n || last.More {
+			t.Errorf("%d keys, count %d, more %v; want %d, %d, false", kvs, last.Count, last.More, n, n)
+		}
+	})
+
+	t.Run("compaction past the stream's revision", func(t *testing.T) {
+		st := &hookChunks{chunks: chunks{ctx: ctx}}
+		st.afterFirst = func() {
+			rev := mustPut(t, s, "k24", "newer").Header.Revision
+			if _, err := s.Compact(ctx, &pb.CompactionRequest{Revision: rev}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := s.RangeStream(all, st)
+		if err != rpctypes.ErrGRPCCompacted || len(st.got) != 1 {
+			t.Fatalf("RangeStream: %v after %d chunks, want %v after the first", err, len(st.got), rpctypes.ErrGRPCCompacted)
+		}
+	})
+}

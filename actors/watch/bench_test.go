@@ -28,8 +28,7 @@ func (s *countSink) Send(r *pb.WatchResponse) error {
 func BenchmarkFanOut(b *testing.B) {
 	for _, shape := range []struct{ streams, perStream int }{{10, 10}, {100, 100}} {
 		b.Run(fmt.Sprintf("%dx%d", shape.streams, shape.perStream), func(b *testing.B) {
-			e := newEnv(&testing.T{}, 0, HubOptions{})
-			defer e.sys.Shutdown()
+			e := newEnv(b, 0, HubOptions{})
 			sinks := make([]*countSink, shape.streams)
 			for i := range sinks {
 				sinks[i] = &countSink{n: shape.perStream, done: make(chan struct{}, 1)}

@@ -95,14 +95,14 @@ func (s *sink) none(t *testing.T) {
 }
 
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	sys  *actor.ActorSystem
 	hist *history
 	hub  *actor.PID
 	rev  int64
 }
 
-func newEnv(t *testing.T, preload int, opts HubOptions) *env {
+func newEnv(t testing.TB, preload int, opts HubOptions) *env {
 	sys := actor.NewActorSystemWithConfig(actor.Configure(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	})))

@@ -73,10 +73,6 @@ type Server struct {
 	PprofAddr string
 	// DataDir is the data directory.
 	DataDir string
-	// ReadyAfter is the time from starting the process to its first
-	// answered request, for the last start.
-	ReadyAfter time.Duration
-
 	timeout time.Duration
 	out     io.Writer // Config.Output and tail
 	tail    *tailBuffer
@@ -86,6 +82,16 @@ type Server struct {
 	exited  chan struct{}
 	waitErr error
 	starts  int
+	// readyAfter: see ReadyAfter.
+	readyAfter time.Duration
+}
+
+// ReadyAfter is the time from starting the process to its first answered
+// request, for the last successful start.
+func (s *Server) ReadyAfter() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.readyAfter
 }
 
 // Start starts the server on free loopback ports and waits until it is
@@ -101,7 +107,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	tail := &tailBuffer{max: 64 << 10}
 	out := io.Writer(tail)
 	if cfg.Output != nil {
-		out = io.MultiWriter(cfg.Output, tail)
+		// A failing Output (a closed log file, a full disk) must not
+		// break the process's pipe: that would kill it with SIGPIPE.
+		out = io.MultiWriter(tail, forgiving{cfg.Output})
 	}
 	for attempt := 0; ; attempt++ {
 		ports, err := FreePorts(3)
@@ -165,20 +173,24 @@ func newServer(cfg Config, ports []int) *Server {
 // launch starts the process and waits until it is ready; on failure it
 // kills it.
 func (s *Server) launch(ctx context.Context) error {
-	began := time.Now()
+	began, mark := time.Now(), s.tail.Mark()
 	err := s.start()
 	if err == nil {
 		err = s.waitReady(ctx)
 	}
 	if err != nil {
 		s.Kill()
-		tail := s.Tail(4 << 10)
+		// Only this launch's output: an earlier start's complaint about
+		// its port must not be taken for this one's.
+		tail := s.tail.Since(mark, 4<<10)
 		if strings.Contains(tail, "address already in use") {
 			return fmt.Errorf("%s: %w", s.Kind, ErrPortTaken)
 		}
 		return fmt.Errorf("%s did not start: %v\ncommand: %s %s\noutput ends with:\n%s", s.Kind, err, s.Bin, strings.Join(s.Args, " "), tail)
 	}
-	s.ReadyAfter = time.Since(began)
+	s.mu.Lock()
+	s.readyAfter = time.Since(began)
+	s.mu.Unlock()
 	return nil
 }
 
@@ -224,6 +236,7 @@ func (s *Server) waitReady(ctx context.Context) error {
 	defer conn.Close()
 	kv, mt := pb.NewKVClient(conn), pb.NewMaintenanceClient(conn)
 	exited := s.Exited()
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	// A call waiting for the connection returns as soon as the process dies.
@@ -242,6 +255,9 @@ func (s *Server) waitReady(ctx context.Context) error {
 		default:
 		}
 		if ctx.Err() != nil {
+			if parent.Err() != nil {
+				return fmt.Errorf("gave up waiting for an answer: %w; last error: %v", parent.Err(), last)
+			}
 			return fmt.Errorf("no answer within %v: %w; last error: %v", s.timeout, ctx.Err(), last)
 		}
 		// WaitForReady: the call waits for the connection instead of
@@ -306,8 +322,9 @@ func (s *Server) Running() bool {
 
 // Stop sends SIGTERM and waits for the process to exit, killing it after
 // the start timeout. It returns an error if the server had to be killed or
-// exited with a failure. Dying of the SIGTERM itself is a clean stop: etcd
-// re-raises the signal once it has shut down.
+// exited with a failure. For etcd, dying of the SIGTERM itself is a clean
+// stop (etcd re-raises the signal once it has shut down); revd must exit
+// with status 0.
 func (s *Server) Stop() error {
 	s.mu.Lock()
 	cmd, exited := s.cmd, s.exited
@@ -315,18 +332,22 @@ func (s *Server) Stop() error {
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-exited:
-		err := s.ExitErr()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGTERM {
-				return nil
-			}
-		}
-		return err
+		return stopResult(s.Kind, s.ExitErr())
 	case <-time.After(s.timeout):
 		s.Kill()
 		return fmt.Errorf("%s did not exit within %v of SIGTERM; killed", s.Kind, s.timeout)
 	}
+}
+
+// stopResult is Stop's verdict on a process's exit after SIGTERM.
+func stopResult(kind string, waitErr error) error {
+	var ee *exec.ExitError
+	if kind == KindEtcd && errors.As(waitErr, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGTERM {
+			return nil
+		}
+	}
+	return waitErr
 }
 
 // Kill sends SIGKILL and waits for the process to exit.

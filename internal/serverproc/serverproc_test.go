@@ -2,7 +2,9 @@ package serverproc
 
 import (
 	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -83,12 +85,13 @@ func TestRevdKillRestartStop(t *testing.T) {
 	bin := buildRevd(t)
 	var out strings.Builder
 	var mu sync.Mutex
-	s, err := Start(context.Background(), Config{Kind: KindRevd, Bin: bin, DataDir: t.TempDir(), Output: lockedWriter{&mu, &out}, MaxRequestBytes: 4096})
+	lw := &lockedWriter{mu: &mu, w: &out}
+	s, err := Start(context.Background(), Config{Kind: KindRevd, Bin: bin, DataDir: t.TempDir(), Output: lw, MaxRequestBytes: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Kill()
-	if s.ReadyAfter <= 0 || s.NATSURL == "" || s.ClientURL != "http://"+s.Endpoint || !s.Running() {
+	if s.ReadyAfter() <= 0 || s.NATSURL == "" || s.ClientURL != "http://"+s.Endpoint || !s.Running() {
 		t.Fatalf("%+v", s)
 	}
 	conn, err := grpc.NewClient(s.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -111,6 +114,11 @@ func TestRevdKillRestartStop(t *testing.T) {
 	if s.Running() {
 		t.Fatal("still running after Kill")
 	}
+	// The caller's log fails from now on (closed, disk full): the
+	// restarted server must not die of it.
+	mu.Lock()
+	lw.closed = true
+	mu.Unlock()
 	if err := s.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -124,24 +132,32 @@ func TestRevdKillRestartStop(t *testing.T) {
 	if len(got.Kvs) != 1 || string(got.Kvs[0].Value) != "v" || got.Kvs[0].ModRevision != put.Header.Revision {
 		t.Fatalf("after restart: %v, want k=v at mod revision %d", got, put.Header.Revision)
 	}
+	if _, err := kv.Put(ctx, &pb.PutRequest{Key: []byte("k2"), Value: []byte("v")}); err != nil {
+		t.Fatalf("a put after the restart with a failing log: %v", err)
+	}
 	if err := s.Stop(); err != nil {
 		t.Errorf("Stop: %v", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if n := strings.Count(out.String(), "==== start #"); n != 2 || !strings.Contains(s.Tail(1<<10), "==== exited") {
-		t.Errorf("output has %d starts (want 2); tail:\n%s", n, s.Tail(1<<10))
+	if n := strings.Count(out.String(), "==== start #"); n != 1 || strings.Count(s.Tail(64<<10), "==== start #") != 2 || !strings.Contains(s.Tail(1<<10), "==== exited: <nil>") {
+		t.Errorf("log has %d starts (want 1: it failed before the second); tail:\n%s", n, s.Tail(1<<10))
 	}
 }
 
+// lockedWriter is a log that fails once closed.
 type lockedWriter struct {
-	mu *sync.Mutex
-	w  *strings.Builder
+	mu     *sync.Mutex
+	w      *strings.Builder
+	closed bool
 }
 
-func (l lockedWriter) Write(p []byte) (int, error) {
+func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return 0, errors.New("write to a closed log")
+	}
 	return l.w.Write(p)
 }
 
@@ -165,11 +181,40 @@ func TestTailBuffer(t *testing.T) {
 	b := &tailBuffer{max: 8}
 	b.Write([]byte("abcdef"))
 	b.Write([]byte("ghij"))
-	if got := b.Tail(100); got != "cdefghij" {
+	if got := b.Tail(100); got != "...\ncdefghij" {
 		t.Errorf("Tail(100) = %q", got)
 	}
 	if got := b.Tail(3); got != "...\nhij" {
 		t.Errorf("Tail(3) = %q", got)
+	}
+}
+
+func TestTailBufferSince(t *testing.T) {
+	b := &tailBuffer{max: 8}
+	b.Write([]byte("first start: address already in use\n"))
+	mark := b.Mark()
+	if got := b.Since(mark, 100); got != "" {
+		t.Errorf("nothing written since the mark: got %q", got)
+	}
+	b.Write([]byte("ok\n"))
+	if got := b.Since(mark, 100); got != "ok\n" {
+		t.Errorf("Since(mark) = %q, want only what followed the mark", got)
+	}
+}
+
+func TestStopResult(t *testing.T) {
+	err := exec.Command("sh", "-c", "kill -TERM $$").Run()
+	if err == nil {
+		t.Fatal("a shell that killed itself exited cleanly")
+	}
+	if got := stopResult(KindEtcd, err); got != nil {
+		t.Errorf("etcd dying of SIGTERM: %v, want a clean stop", got)
+	}
+	if got := stopResult(KindRevd, err); got == nil {
+		t.Error("revd dying of SIGTERM was taken for a clean stop; revd must exit 0")
+	}
+	if got := stopResult(KindRevd, nil); got != nil {
+		t.Errorf("exit 0: %v", got)
 	}
 }
 

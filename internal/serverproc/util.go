@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -45,31 +46,63 @@ func FreePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// tailBuffer keeps the last max bytes written to it.
+// tailBuffer keeps the last max bytes written to it (it holds up to twice
+// that, so a write copies rarely).
 type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
+	mu      sync.Mutex
+	max     int
+	buf     []byte
+	written int64 // bytes ever written
 }
 
 func (b *tailBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.written += int64(len(p))
 	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - b.max; over > 0 {
+	if over := len(b.buf) - b.max; over > b.max {
 		b.buf = append(b.buf[:0], b.buf[over:]...)
 	}
 	return len(p), nil
 }
 
-// Tail returns at most the last n bytes, marked "...\n" if cut.
-func (b *tailBuffer) Tail(n int) string {
+// Mark is the count of bytes written so far, for Since.
+func (b *tailBuffer) Mark() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.written
+}
+
+// Tail returns at most the last n bytes (n at most max), marked "...\n"
+// if cut.
+func (b *tailBuffer) Tail(n int) string { return b.Since(0, n) }
+
+// Since returns at most the last n bytes (n at most max) of what was
+// written after mark, marked "...\n" if cut.
+func (b *tailBuffer) Since(mark int64, n int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n = min(n, b.max)
+	cut := "...\n"
+	if after := b.written - mark; after <= int64(n) {
+		n, cut = int(after), ""
+	}
+	if n <= 0 {
+		return ""
+	}
 	if len(b.buf) > n {
-		return "...\n" + string(b.buf[len(b.buf)-n:])
+		return cut + string(b.buf[len(b.buf)-n:])
 	}
 	return string(b.buf)
+}
+
+// forgiving passes writes on and reports success whatever happens, so one
+// failing destination of a MultiWriter does not stop the others.
+type forgiving struct{ w io.Writer }
+
+func (f forgiving) Write(p []byte) (int, error) {
+	_, _ = f.w.Write(p)
+	return len(p), nil
 }
 
 // RepoRoot returns the root of the revd module: the nearest directory at

@@ -34,6 +34,7 @@ type Config struct {
 // measurements of procfs.go.
 type Server struct {
 	*serverproc.Server
+	log *os.File
 }
 
 // Start starts the server on free loopback ports, logging at warn level to
@@ -51,10 +52,19 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		log.Close()
 		return nil, err
 	}
-	exited := s.Exited()
-	go func() {
-		<-exited
-		log.Close()
-	}()
-	return &Server{Server: s}, nil
+	return &Server{Server: s, log: log}, nil
+}
+
+// Stop stops the server (see serverproc.Server.Stop) and closes its log.
+// The log stays open across a Restart, until Stop or Kill.
+func (s *Server) Stop() error {
+	err := s.Server.Stop()
+	s.log.Close()
+	return err
+}
+
+// Kill kills the server and closes its log.
+func (s *Server) Kill() {
+	s.Server.Kill()
+	s.log.Close()
 }

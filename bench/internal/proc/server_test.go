@@ -9,7 +9,7 @@ import (
 )
 
 // TestStartRevd starts a revd as the harness does: with pprof, its output
-// in a log file, and its memory and CPU time readable.
+// in a log file (across a restart), and its memory and CPU time readable.
 func TestStartRevd(t *testing.T) {
 	root, err := RepoRoot()
 	if err != nil {
@@ -26,7 +26,7 @@ func TestStartRevd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.ReadyAfter <= 0 || s.NATSURL == "" || s.PprofAddr == "" || !s.Running() {
+	if s.ReadyAfter() <= 0 || s.NATSURL == "" || s.PprofAddr == "" || !s.Running() {
 		t.Errorf("%+v", s)
 	}
 	if m, err := s.Memory(); err != nil || m.RSS <= 0 {
@@ -35,6 +35,10 @@ func TestStartRevd(t *testing.T) {
 	if _, err := s.CPUTime(); err != nil {
 		t.Error(err)
 	}
+	// A restart keeps logging to the same file.
+	if err := s.Restart(ctx); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
 	if err := s.Stop(); err != nil {
 		t.Errorf("stop: %v", err)
 	}
@@ -42,7 +46,7 @@ func TestStartRevd(t *testing.T) {
 		t.Error("still running after Stop")
 	}
 	log, err := os.ReadFile(logPath)
-	if err != nil || !strings.Contains(string(log), "==== exited") || !strings.Contains(string(log), "--pprof="+s.PprofAddr) {
+	if err != nil || strings.Count(string(log), "==== start #") != 2 || strings.Count(string(log), "==== exited") != 2 || !strings.Contains(string(log), "--pprof="+s.PprofAddr) {
 		t.Errorf("log file: %v\n%s", err, log)
 	}
 }
