@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
@@ -323,5 +324,29 @@ func TestOpenOfAFile(t *testing.T) {
 	if j, err := Open(path, Options{}); err == nil {
 		j.Close()
 		t.Fatalf("Open of a regular file succeeded")
+	}
+}
+
+// TestRecordsStopAtTheDurableRevision: Pebble shows a write to readers
+// before its WAL sync completes; Records must not yield a record past the
+// last revision a Commit returned for. The test plays the not-yet-synced
+// record by writing one to Pebble behind the journal's back.
+func TestRecordsStopAtTheDurableRevision(t *testing.T) {
+	j := openT(t, t.TempDir())
+	commitT(t, j, crashRecord(2), crashRecord(3))
+	b := j.NewBatch()
+	b.AppendRecord(4, crashRecord(4).Events)
+	if err := b.pb.Commit(pebble.NoSync); err != nil { // not through Commit
+		t.Fatal(err)
+	}
+	for _, to := range []int64{0, 4, 10} {
+		got, err := collect(j.Records(2, to))
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalRecords(t, got, []Record{crashRecord(2), crashRecord(3)})
+	}
+	if got, err := collect(j.Records(4, 0)); err != nil || len(got) != 0 {
+		t.Fatalf("Records(4, 0) = %v, %v; want nothing", got, err)
 	}
 }

@@ -9,7 +9,8 @@ import (
 )
 
 // Records iterates over the records with revisions in [from, to], oldest
-// first; to == 0 means up to the newest. It reads a point-in-time view taken
+// first; to == 0 means up to the newest. Only durable records are yielded:
+// to is capped at the last revision a Commit has returned for. It reads a point-in-time view taken
 // when the iteration starts, one record at a time, so memory stays constant
 // however long the range, and records committed meanwhile are not seen.
 //
@@ -28,7 +29,13 @@ func (j *Journal) Records(from, to int64) iter.Seq2[Record, error] {
 		}
 		defer j.life.exit()
 		from := max(from, 1) // a copy: the sequence may be ranged over again
-		if to != 0 && to < from {
+		// Pebble makes a write visible before its WAL sync completes: never
+		// yield a record past the last one Commit has seen synced.
+		to := to
+		if last := j.lastRev.Load(); to == 0 || to > last {
+			to = last
+		}
+		if to < from {
 			return
 		}
 
