@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"google.golang.org/protobuf/encoding/protowire"
+	"sync"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -36,7 +38,7 @@ func (s *Server) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, er
 	if err := etcdkv.CheckPut(r); err != nil {
 		return nil, err
 	}
-	if err := s.checkSize(&pb.InternalRaftRequest{Put: r}); err != nil {
+	if err := s.checkSize(putField, r); err != nil {
 		return nil, err
 	}
 	resp, err := s.propose(ctx, r)
@@ -51,7 +53,7 @@ func (s *Server) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb
 	if err := etcdkv.CheckDeleteRange(r); err != nil {
 		return nil, err
 	}
-	if err := s.checkSize(&pb.InternalRaftRequest{DeleteRange: r}); err != nil {
+	if err := s.checkSize(deleteRangeField, r); err != nil {
 		return nil, err
 	}
 	resp, err := s.propose(ctx, r)
@@ -79,7 +81,7 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 		s.fill(resp.Header)
 		return resp, nil
 	}
-	if err := s.checkSize(&pb.InternalRaftRequest{Txn: r}); err != nil {
+	if err := s.checkSize(txnField, r); err != nil {
 		return nil, err
 	}
 	resp, err := s.propose(ctx, r)
@@ -92,7 +94,7 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 // Compact compacts the history at r.Revision. With Physical, the answer
 // waits until the journal space below it has been reclaimed.
 func (s *Server) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
-	if err := s.checkSize(&pb.InternalRaftRequest{Compaction: r}); err != nil {
+	if err := s.checkSize(compactionField, r); err != nil {
 		return nil, err
 	}
 	resp, err := s.propose(ctx, r)
@@ -158,10 +160,11 @@ func (s *Server) propose(ctx context.Context, req proto.Message) (proto.Message,
 	if p := s.failed.Load(); p != nil {
 		return nil, rpctypes.ErrGRPCCorrupt
 	}
-	ch := make(chan sequencer.Outcome, 1)
-	s.system.Root.Send(s.seqPID, &sequencer.Command{Req: req, Reply: func(o sequencer.Outcome) { ch <- o }})
+	w := replies.Get().(*reply)
+	s.system.Root.Send(s.seqPID, &sequencer.Command{Req: req, Reply: w.send})
 	select {
-	case o := <-ch:
+	case o := <-w.ch:
+		replies.Put(w) // answered: nothing else will arrive on it
 		if o.Err != nil {
 			return nil, o.Err
 		}
@@ -174,12 +177,24 @@ func (s *Server) propose(ctx context.Context, req proto.Message) (proto.Message,
 	}
 }
 
+// reply is where a proposal's outcome arrives; pooled, as every write needs
+// one.
+type reply struct {
+	ch   chan sequencer.Outcome
+	send func(sequencer.Outcome)
+}
+
+var replies = sync.Pool{New: func() any {
+	r := &reply{ch: make(chan sequencer.Outcome, 1)}
+	r.send = func(o sequencer.Outcome) { r.ch <- o }
+	return r
+}}
+
 // checkSize refuses a write whose raft entry would exceed etcd's
 // --max-request-bytes, measured as etcd measures it: the InternalRaftRequest
-// with its header.
-func (s *Server) checkSize(ir *pb.InternalRaftRequest) error {
-	ir.Header = &pb.RequestHeader{ID: s.requestID()}
-	if proto.Size(ir) > s.opts.MaxRequestBytes {
+// with its header and the request in the given field (see raftsize.go).
+func (s *Server) checkSize(field protowire.Number, r proto.Message) error {
+	if raftRequestSize(s.requestID(), field, r) > s.opts.MaxRequestBytes {
 		return rpctypes.ErrGRPCRequestTooLarge
 	}
 	return nil

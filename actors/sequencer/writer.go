@@ -57,7 +57,7 @@ func (w *writer) run() {
 			}
 			continue
 		}
-		b := &Batch{}
+		b := &Batch{Records: make([]journal.Record, 0, len(items))}
 		for _, it := range items {
 			o := &it.out
 			if o.Rev != 0 {

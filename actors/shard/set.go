@@ -114,13 +114,15 @@ func (s *Set) Stop(root *actor.RootContext) {
 func (s *Set) Dispatch(revs []journal.Record, lastRev int64) {
 	per := make([][]journal.Record, len(s.shards))
 	for _, r := range revs {
-		for _, ev := range r.Events {
+		for j, ev := range r.Events {
 			i := s.Owner(ev.Kv.Key)
 			p := per[i]
 			if n := len(p); n > 0 && p[n-1].Revision == r.Revision {
 				p[n-1].Events = append(p[n-1].Events, ev)
 			} else {
-				p = append(p, journal.Record{Revision: r.Revision, Events: []*mvccpb.Event{ev}})
+				// The batch's own slice, capped so that an append copies:
+				// no allocation for a revision's first event in a shard.
+				p = append(p, journal.Record{Revision: r.Revision, Events: r.Events[j : j+1 : j+1]})
 			}
 			per[i] = p
 		}
