@@ -3,6 +3,7 @@ package watch
 import (
 	"iter"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -78,6 +79,7 @@ type Hub struct {
 	synced     *group
 	unsynced   map[*watcher]struct{}
 	progress   map[*watcher]struct{} // progress_notify watchers
+	order      []*watcher            // deliverLive's scratch
 
 	pendingProgress []*progressRq // waiting for the hub to reach their revision
 	stop            chan struct{}
@@ -279,25 +281,51 @@ func (h *Hub) deliverLive(rec *journal.Record, fromJournal bool) {
 	if h.synced.len() == 0 {
 		return
 	}
-	var order []*watcher
-	per := map[*watcher][]*mvccpb.Event{}
+	// Each matching watcher collects its events in its own scratch slice
+	// (no map per revision), and the events without prev_kv are made once
+	// per revision, not once per watcher: with many watchers on a key this
+	// is most of the hub's allocation, and so of its GC.
+	order := h.order[:0]
 	for _, ev := range rec.Events {
+		var bare *mvccpb.Event
 		h.synced.match(ev.Kv.Key, func(w *watcher) {
 			if w.next > rec.Revision || !w.wants(ev) {
 				return
 			}
-			if _, ok := per[w]; !ok {
+			if len(w.scratch) == 0 {
 				order = append(order, w)
 			}
-			if fromJournal {
-				per[w] = append(per[w], h.withPrev(w, ev, rec.Revision))
-			} else {
-				per[w] = append(per[w], w.event(ev))
+			switch {
+			case fromJournal:
+				w.scratch = append(w.scratch, h.withPrev(w, ev, rec.Revision))
+			case w.prevKV || ev.PrevKv == nil:
+				w.scratch = append(w.scratch, ev)
+			default:
+				if bare == nil {
+					bare = &mvccpb.Event{Type: ev.Type, Kv: ev.Kv}
+				}
+				w.scratch = append(w.scratch, bare)
 			}
 		})
 	}
+	// Responses are read-only once made, so the watchers that get the same
+	// single event share its one-element slice.
+	var oneEv *mvccpb.Event
+	var one []*mvccpb.Event
 	for _, w := range order {
-		resp := &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: rec.Revision}, WatchId: w.id, Events: per[w]}
+		var evs []*mvccpb.Event
+		if len(w.scratch) == 1 {
+			if w.scratch[0] != oneEv {
+				oneEv, one = w.scratch[0], []*mvccpb.Event{w.scratch[0]}
+			}
+			evs = one[:1:1]
+		} else {
+			evs = slices.Clone(w.scratch)
+		}
+		clear(w.scratch)
+		w.scratch = w.scratch[:0]
+		resp := newWatchResponse(rec.Revision)
+		resp.WatchId, resp.Events = w.id, evs
 		if w.stream.offer(w, resp) {
 			w.next = rec.Revision + 1
 			w.sentEvents = true
@@ -305,4 +333,19 @@ func (h *Hub) deliverLive(rec *journal.Record, fromJournal bool) {
 			h.makeUnsynced(w, rec.Revision)
 		}
 	}
+	clear(order)
+	h.order = order[:0]
+}
+
+// newWatchResponse returns a response with a header at rev, the two made in
+// one allocation. The header is the response's own: the stream fills it in
+// when it sends.
+func newWatchResponse(rev int64) *pb.WatchResponse {
+	rh := &struct {
+		resp pb.WatchResponse
+		hdr  pb.ResponseHeader
+	}{}
+	rh.hdr.Revision = rev
+	rh.resp.Header = &rh.hdr
+	return &rh.resp
 }

@@ -356,3 +356,52 @@ func TestFragment(t *testing.T) {
 		t.Fatalf("%d parts with %d events", len(parts), n)
 	}
 }
+
+// TestPrevKVPerWatcher: the feed's events carry prev_kv; a watcher that
+// asked for it gets it, the others on the same keys get the events
+// without it, and the feed's events are left as they were.
+func TestPrevKVPerWatcher(t *testing.T) {
+	e := newEnv(t, 0, HubOptions{})
+	sk := newSink()
+	st := e.stream(sk, 0)
+	withPrev := func(c *pb.WatchCreateRequest) { c.PrevKv = true }
+	st.Handle(create("a", "", 0))           // id 0
+	st.Handle(create("a", "", 0, withPrev)) // id 1
+	st.Handle(create("a", "c", 0))          // id 2: a and b
+	st.Handle(create("a", "c", 0, withPrev))
+	for range 4 {
+		sk.next(t) // created
+	}
+	c := e.hist.add("a=2", "b=2") // rev 2, as journaled: no prev_kv
+	rec := c.Records[0]
+	feed := journal.Record{Revision: rec.Revision}
+	for _, ev := range rec.Events {
+		prev := &mvccpb.KeyValue{Key: ev.Kv.Key, Value: []byte("1"), ModRevision: 1}
+		feed.Events = append(feed.Events, &mvccpb.Event{Type: ev.Type, Kv: ev.Kv, PrevKv: prev})
+	}
+	e.rev = rec.Revision
+	e.sys.Root.Send(e.hub, &Commit{Records: []journal.Record{feed}})
+	got := map[int64]string{}
+	for range 4 {
+		r := sk.next(t)
+		var s []string
+		for _, ev := range r.Events {
+			p := "-"
+			if ev.PrevKv != nil {
+				p = string(ev.PrevKv.Value)
+			}
+			s = append(s, fmt.Sprintf("%s(prev %s)", ev.Kv.Key, p))
+		}
+		got[r.WatchId] = strings.Join(s, ",")
+	}
+	want := map[int64]string{0: "a(prev -)", 1: "a(prev 1)", 2: "a(prev -),b(prev -)", 3: "a(prev 1),b(prev 1)"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v\nwant %v", got, want)
+	}
+	for _, ev := range feed.Events {
+		if ev.PrevKv == nil {
+			t.Fatal("the hub changed the feed's event")
+		}
+	}
+	sk.none(t)
+}

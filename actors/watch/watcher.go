@@ -24,7 +24,8 @@ type watcher struct {
 	// hub state
 	next       int64 // next revision this watcher must be sent
 	synced     bool
-	sentEvents bool // events sent since the last progress notification
+	sentEvents bool            // events sent since the last progress notification
+	scratch    []*mvccpb.Event // deliverLive's events for this watcher
 }
 
 func (w *watcher) wants(ev *mvccpb.Event) bool {
@@ -35,14 +36,6 @@ func (w *watcher) wants(ev *mvccpb.Event) bool {
 		return !w.noDelete
 	}
 	return false
-}
-
-// event returns ev as this watcher must see it: with or without prev_kv.
-func (w *watcher) event(ev *mvccpb.Event) *mvccpb.Event {
-	if w.prevKV || ev.PrevKv == nil {
-		return ev
-	}
-	return &mvccpb.Event{Type: ev.Type, Kv: ev.Kv}
 }
 
 func newWatcher(s *Stream, id int64, r *pb.WatchCreateRequest, start int64) *watcher {
