@@ -10,9 +10,10 @@ import (
 
 // Records iterates over the records with revisions in [from, to], oldest
 // first; to == 0 means up to the newest. Only durable records are yielded:
-// to is capped at the last revision a Commit has returned for. It reads a point-in-time view taken
-// when the iteration starts, one record at a time, so memory stays constant
-// however long the range, and records committed meanwhile are not seen.
+// to is capped at the last revision a Commit has returned for. It reads a
+// point-in-time view taken when the iteration starts, one record at a time,
+// so memory stays constant however long the range, and records committed
+// meanwhile are not seen.
 //
 // Each record's checksum and embedded revision are checked; a failure is
 // yielded as an error wrapping ErrCorrupt that names the revision. If from

@@ -2,13 +2,13 @@ package server
 
 import (
 	"context"
-	"google.golang.org/protobuf/encoding/protowire"
 	"sync"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"revd/actors/sequencer"
@@ -21,16 +21,22 @@ func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespon
 	if err := etcdkv.CheckRange(r); err != nil {
 		return nil, err
 	}
-	var resp *pb.RangeResponse
-	err := s.read(ctx, func(v *shard.View) (err error) {
-		resp, err = etcdkv.Range(v, r)
-		return err
-	})
+	resp, err := s.rangeShards(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	s.fill(resp.Header)
 	return resp, nil
+}
+
+// rangeShards reads a checked RangeRequest from the shards through s.read;
+// the header holds only the revision.
+func (s *Server) rangeShards(ctx context.Context, r *pb.RangeRequest) (resp *pb.RangeResponse, err error) {
+	err = s.read(ctx, func(v *shard.View) error {
+		resp, err = etcdkv.Range(v, r)
+		return err
+	})
+	return resp, err
 }
 
 // Put writes one key through the sequencer.

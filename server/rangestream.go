@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"revd/actors/shard"
 	"revd/projections/etcdkv"
 )
 
@@ -35,13 +34,7 @@ func (s *Server) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) err
 	// compaction overtook, as Range does). The first picks the revision;
 	// the later ones read at it, and fail as compacted once a compaction
 	// passes it, as etcd's do.
-	rangeOf := func(r *pb.RangeRequest) (resp *pb.RangeResponse, err error) {
-		err = s.read(rs.Context(), func(v *shard.View) error {
-			resp, err = etcdkv.Range(v, r)
-			return err
-		})
-		return resp, err
-	}
+	rangeOf := func(r *pb.RangeRequest) (*pb.RangeResponse, error) { return s.rangeShards(rs.Context(), r) }
 	send := func(out *pb.RangeResponse) error {
 		if out.Header != nil {
 			out.Header.ClusterId, out.Header.MemberId, out.Header.RaftTerm = s.meta.ClusterID, s.meta.MemberID, s.meta.Term

@@ -318,7 +318,7 @@ func (h *Hub) deliverLive(rec *journal.Record, fromJournal bool) {
 			if w.scratch[0] != oneEv {
 				oneEv, one = w.scratch[0], []*mvccpb.Event{w.scratch[0]}
 			}
-			evs = one[:1:1]
+			evs = one
 		} else {
 			evs = slices.Clone(w.scratch)
 		}
