@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -41,10 +42,7 @@ func (s *Server) rangeShards(ctx context.Context, r *pb.RangeRequest) (resp *pb.
 
 // Put writes one key through the sequencer.
 func (s *Server) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
-	if err := etcdkv.CheckPut(r); err != nil {
-		return nil, err
-	}
-	if err := s.checkSize(putField, r); err != nil {
+	if err := s.checkWrite(r); err != nil {
 		return nil, err
 	}
 	resp, err := s.propose(ctx, r)
@@ -56,10 +54,7 @@ func (s *Server) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, er
 
 // DeleteRange deletes keys through the sequencer.
 func (s *Server) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
-	if err := etcdkv.CheckDeleteRange(r); err != nil {
-		return nil, err
-	}
-	if err := s.checkSize(deleteRangeField, r); err != nil {
+	if err := s.checkWrite(r); err != nil {
 		return nil, err
 	}
 	resp, err := s.propose(ctx, r)
@@ -95,6 +90,64 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 		return nil, err
 	}
 	return resp.(*pb.TxnResponse), nil
+}
+
+// StartWrite starts a Put, a DeleteRange or a writing Txn without waiting
+// for it: done gets the response (its header filled) or the error once the
+// write is durable or refused, on the sequencer's writer goroutine or the
+// caller's, and must not block. It returns false, calling nothing, for any
+// other request (a read-only Txn among them): serve those with the
+// blocking methods. It is the gRPC front door's fast path, where a parked
+// goroutine per write cost more than the write.
+func (s *Server) StartWrite(req proto.Message, done func(proto.Message, error)) bool {
+	if t, ok := req.(*pb.TxnRequest); ok && etcdkv.CheckTxn(t, etcdkv.MaxTxnOps) == nil && etcdkv.IsTxnReadOnly(t) {
+		return false
+	}
+	err := s.checkWrite(req)
+	if err == errNotAWrite {
+		return false
+	}
+	if err == nil {
+		err = s.failedErr()
+	}
+	if err != nil {
+		done(nil, err)
+		return true
+	}
+	s.system.Root.Send(s.seqPID, &sequencer.Command{Req: req, Reply: func(o sequencer.Outcome) {
+		if o.Err != nil {
+			done(nil, o.Err)
+			return
+		}
+		s.fill(header(o.Resp))
+		done(o.Resp, nil)
+	}})
+	return true
+}
+
+// errNotAWrite is checkWrite's answer for a request that is not a Put,
+// DeleteRange or Txn.
+var errNotAWrite = errors.New("server: not a write request")
+
+// checkWrite validates a Put, DeleteRange or Txn as etcd does before it
+// proposes one, size limit included.
+func (s *Server) checkWrite(req proto.Message) error {
+	var err error
+	var field protowire.Number
+	switch r := req.(type) {
+	case *pb.PutRequest:
+		err, field = etcdkv.CheckPut(r), putField
+	case *pb.DeleteRangeRequest:
+		err, field = etcdkv.CheckDeleteRange(r), deleteRangeField
+	case *pb.TxnRequest:
+		err, field = etcdkv.CheckTxn(r, etcdkv.MaxTxnOps), txnField
+	default:
+		return errNotAWrite
+	}
+	if err != nil {
+		return err
+	}
+	return s.checkSize(field, req)
 }
 
 // Compact compacts the history at r.Revision. With Physical, the answer
@@ -163,8 +216,8 @@ func (s *Server) read(ctx context.Context, f func(*shard.View) error) error {
 
 // propose sends a write to the sequencer and waits for its durable outcome.
 func (s *Server) propose(ctx context.Context, req proto.Message) (proto.Message, error) {
-	if p := s.failed.Load(); p != nil {
-		return nil, rpctypes.ErrGRPCCorrupt
+	if err := s.failedErr(); err != nil {
+		return nil, err
 	}
 	w := replies.Get().(*reply)
 	s.system.Root.Send(s.seqPID, &sequencer.Command{Req: req, Reply: w.send})
@@ -181,6 +234,14 @@ func (s *Server) propose(ctx context.Context, req proto.Message) (proto.Message,
 	case <-ctx.Done():
 		return nil, toStatus(ctx.Err())
 	}
+}
+
+// failedErr is the error every write gets once the journal failed.
+func (s *Server) failedErr() error {
+	if s.failed.Load() != nil {
+		return rpctypes.ErrGRPCCorrupt
+	}
+	return nil
 }
 
 // reply is where a proposal's outcome arrives; pooled, as every write needs

@@ -13,6 +13,12 @@ import (
 	"revd/server"
 )
 
+// The --grpc-server values.
+const (
+	grpcServerWire = "wire"
+	grpcServerGo   = "grpc-go"
+)
+
 type config struct {
 	dataDir         string
 	clientURLs      []*url.URL
@@ -23,6 +29,7 @@ type config struct {
 	logLevel        slog.Level
 	natsSubjectRoot string
 	pprofAddr       string
+	grpcServer      string
 
 	watchProgressInterval time.Duration
 }
@@ -42,6 +49,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.natsSubjectRoot, "nats-subject-prefix", "revd", "first token of every NATS subject revd serves")
 	fs.DurationVar(&cfg.watchProgressInterval, "watch-progress-notify-interval", 10*time.Minute, "how often idle watchers that asked for progress_notify are told the current revision")
 	fs.StringVar(&cfg.pprofAddr, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); off when empty")
+	fs.StringVar(&cfg.grpcServer, "grpc-server", grpcServerWire, `gRPC implementation: "wire" (revd's own, package gateway/grpcwire) or "grpc-go" (google.golang.org/grpc's server)`)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: revd [flags]\n\nrevd serves etcd's v3 API over gRPC and NATS.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -77,6 +85,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			return nil, fmt.Errorf("--listen-client-urls: %q has no port", raw)
 		}
 		cfg.clientURLs = append(cfg.clientURLs, u)
+	}
+	if cfg.grpcServer != grpcServerWire && cfg.grpcServer != grpcServerGo {
+		return nil, fmt.Errorf("--grpc-server: %q is not one of %s, %s", cfg.grpcServer, grpcServerWire, grpcServerGo)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -69,7 +69,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	}
 	defer svc.Stop()
 
-	gs := grpcapi.New(srv, grpcapi.Options{MaxRequestBytes: cfg.maxRequestBytes})
+	gs := newGRPC(cfg, srv, log)
 	errc := make(chan error, len(lns)+1)
 	for _, ln := range lns {
 		go func(ln net.Listener) { errc <- gs.Serve(ln) }(ln)
@@ -102,6 +102,22 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	case err := <-errc:
 		return fmt.Errorf("gRPC server: %w", err)
 	}
+}
+
+// grpcServer is what serve needs of either gRPC server.
+type grpcServer interface {
+	Serve(net.Listener) error
+	GracefulStop()
+	Stop()
+}
+
+// newGRPC returns the gRPC front door --grpc-server names.
+func newGRPC(cfg *config, srv *server.Server, log *slog.Logger) grpcServer {
+	opts := grpcapi.Options{MaxRequestBytes: cfg.maxRequestBytes, Logger: log.With("component", "grpc")}
+	if cfg.grpcServer == grpcServerGo {
+		return grpcapi.New(srv, opts)
+	}
+	return grpcapi.NewWire(srv, opts)
 }
 
 // stopGRPC lets in-flight calls finish for a moment, then cuts the rest.

@@ -11,13 +11,16 @@ package grpcapi
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/proto"
 
+	"revd/gateway/grpcwire"
 	"revd/server"
 )
 
@@ -36,6 +39,9 @@ type Options struct {
 	// as etcd does, and the server refuses larger write requests with
 	// etcd's "request is too large". Default server.DefaultMaxRequestBytes.
 	MaxRequestBytes int
+	// Logger gets NewWire's connection errors at debug level. Default:
+	// discard.
+	Logger *slog.Logger
 }
 
 // New returns a gRPC server serving srv.
@@ -56,13 +62,36 @@ func New(srv *server.Server, opts Options) *grpc.Server {
 		grpc.NumStreamWorkers(streamWorkers),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: false}),
 	)
-	pb.RegisterKVServer(gs, srv)
-	pb.RegisterMaintenanceServer(gs, &maintenance{srv: srv})
-	pb.RegisterWatchServer(gs, &watchServer{srv: srv})
-	pb.RegisterLeaseServer(gs, &leaseServer{srv: srv})
-	pb.RegisterClusterServer(gs, pb.UnimplementedClusterServer{})
-	pb.RegisterAuthServer(gs, pb.UnimplementedAuthServer{})
+	register(gs, srv)
 	return gs
+}
+
+// NewWire returns revd's own gRPC server (package grpcwire) serving srv:
+// the same services as New, with Put, DeleteRange and writing Txns started
+// without a goroutine each (server.StartWrite).
+func NewWire(srv *server.Server, opts Options) *grpcwire.Server {
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = server.DefaultMaxRequestBytes
+	}
+	ws := grpcwire.NewServer(grpcwire.Options{MaxRecvMsgSize: opts.MaxRequestBytes + grpcOverheadBytes, Logger: opts.Logger})
+	register(ws, srv)
+	start := func(_ context.Context, req proto.Message, done func(proto.Message, error)) bool {
+		return srv.StartWrite(req, done)
+	}
+	ws.HandleAsync(pb.KV_Put_FullMethodName, func() proto.Message { return new(pb.PutRequest) }, start)
+	ws.HandleAsync(pb.KV_DeleteRange_FullMethodName, func() proto.Message { return new(pb.DeleteRangeRequest) }, start)
+	ws.HandleAsync(pb.KV_Txn_FullMethodName, func() proto.Message { return new(pb.TxnRequest) }, start)
+	return ws
+}
+
+// register puts revd's services on r.
+func register(r grpc.ServiceRegistrar, srv *server.Server) {
+	pb.RegisterKVServer(r, srv)
+	pb.RegisterMaintenanceServer(r, &maintenance{srv: srv})
+	pb.RegisterWatchServer(r, &watchServer{srv: srv})
+	pb.RegisterLeaseServer(r, &leaseServer{srv: srv})
+	pb.RegisterClusterServer(r, pb.UnimplementedClusterServer{})
+	pb.RegisterAuthServer(r, pb.UnimplementedAuthServer{})
 }
 
 type maintenance struct {

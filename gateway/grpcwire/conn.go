@@ -1,0 +1,695 @@
+package grpcwire
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"math"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+const (
+	// connWindow is the connection's receive window: the client may have
+	// this much data in flight across all its streams.
+	connWindow = 16 << 20
+	// initialPeerWindow is HTTP/2's initial send window, until the client's
+	// SETTINGS say otherwise.
+	initialPeerWindow = 65535
+	// defaultFrame is HTTP/2's initial maximum frame size.
+	defaultFrame = 16384
+)
+
+// conn is one client connection. The reader goroutine (serve) owns the
+// fields marked reader-owned; everything else is guarded by mu.
+type conn struct {
+	srv    *Server
+	nc     net.Conn
+	ctx    context.Context // canceled when the connection closes
+	cancel context.CancelFunc
+
+	// Reader-owned.
+	maxID       uint32 // highest stream id opened (written under mu too)
+	connUnacked uint32 // received bytes not yet returned with WINDOW_UPDATE
+	streamWin   uint32 // the per-stream receive window we advertised
+
+	mu         sync.Mutex
+	wake       sync.Cond // the writer waits here for work
+	sent       sync.Cond // SendMsg waits here for its data to leave
+	out        []byte    // framed bytes for the writer to send
+	fw         *http2.Framer
+	henc       *hpack.Encoder
+	hbuf       bytes.Buffer
+	streams    map[uint32]*stream
+	sendWin    int64 // connection-level send window
+	peerWin    int64 // the client's initial stream window
+	peerFrame  int   // the client's largest frame
+	blocked    []*stream
+	replies    []reply // async outcomes for the writer to encode
+	writerIdle bool
+	closed     bool
+	goingAway  bool
+}
+
+// reply is an async call's outcome waiting for the writer goroutine.
+type reply struct {
+	s    *stream
+	resp proto.Message
+	err  error
+	data []byte // encoded resp, set by the writer outside the lock
+}
+
+type outBuf struct{ c *conn }
+
+func (o outBuf) Write(p []byte) (int, error) {
+	o.c.out = append(o.c.out, p...)
+	return len(p), nil
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{
+		srv:       s,
+		nc:        nc,
+		streams:   make(map[uint32]*stream),
+		sendWin:   initialPeerWindow,
+		peerWin:   initialPeerWindow,
+		peerFrame: defaultFrame,
+		streamWin: uint32(min(s.opts.MaxRecvMsgSize+(64<<10), math.MaxInt32)),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.wake.L = &c.mu
+	c.sent.L = &c.mu
+	c.fw = http2.NewFramer(outBuf{c}, nil)
+	c.henc = hpack.NewEncoder(&c.hbuf)
+	return c
+}
+
+// serve is the reader goroutine.
+func (c *conn) serve() {
+	defer c.srv.removeConn(c)
+	defer c.close()
+	br := bufio.NewReaderSize(c.nc, 32<<10)
+	preface := make([]byte, len(http2.ClientPreface))
+	if _, err := io.ReadFull(br, preface); err != nil || string(preface) != http2.ClientPreface {
+		return
+	}
+	go c.writeLoop()
+	c.mu.Lock()
+	c.fw.WriteSettings(
+		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: math.MaxUint32},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: c.streamWin},
+	)
+	c.fw.WriteWindowUpdate(0, connWindow-initialPeerWindow)
+	c.kickLocked()
+	c.mu.Unlock()
+
+	fr := http2.NewFramer(nil, br)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	fr.SetReuseFrames()
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			var se http2.StreamError
+			if errors.As(err, &se) {
+				c.resetStream(se.StreamID, se.Code)
+				continue
+			}
+			var ce http2.ConnectionError
+			if errors.As(err, &ce) {
+				c.mu.Lock()
+				c.fw.WriteGoAway(c.maxID, http2.ErrCode(ce), nil)
+				c.mu.Unlock()
+				c.flushNow()
+			}
+			c.srv.opts.Logger.Debug("grpcwire: connection ends", "remote", c.nc.RemoteAddr(), "err", err)
+			return
+		}
+		switch f := f.(type) {
+		case *http2.MetaHeadersFrame:
+			c.onHeaders(f)
+		case *http2.DataFrame:
+			c.onData(f)
+		case *http2.SettingsFrame:
+			c.onSettings(f)
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				c.mu.Lock()
+				c.fw.WritePing(true, f.Data)
+				c.kickLocked()
+				c.mu.Unlock()
+			}
+		case *http2.WindowUpdateFrame:
+			c.mu.Lock()
+			if f.StreamID == 0 {
+				c.sendWin += int64(f.Increment)
+			} else if s := c.streams[f.StreamID]; s != nil {
+				s.sendWin += int64(f.Increment)
+			}
+			c.unblockLocked()
+			c.mu.Unlock()
+		case *http2.RSTStreamFrame:
+			c.mu.Lock()
+			if s := c.streams[f.StreamID]; s != nil {
+				c.abortLocked(s)
+			}
+			c.mu.Unlock()
+		}
+		// PRIORITY, GOAWAY from the client (it opens no more streams;
+		// the open ones go on) and unknown frame types need nothing.
+	}
+}
+
+func (c *conn) onSettings(f *http2.SettingsFrame) {
+	if f.IsAck() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f.ForeachSetting(func(st http2.Setting) error {
+		switch st.ID {
+		case http2.SettingInitialWindowSize:
+			delta := int64(st.Val) - c.peerWin
+			c.peerWin = int64(st.Val)
+			for _, s := range c.streams {
+				s.sendWin += delta
+			}
+		case http2.SettingMaxFrameSize:
+			c.peerFrame = int(st.Val)
+		case http2.SettingHeaderTableSize:
+			c.henc.SetMaxDynamicTableSizeLimit(st.Val)
+		}
+		return nil
+	})
+	c.fw.WriteSettingsAck()
+	c.unblockLocked()
+	c.kickLocked()
+}
+
+// onHeaders opens a stream (or ends one, for a client's trailers).
+func (c *conn) onHeaders(f *http2.MetaHeadersFrame) {
+	id := f.StreamID
+	if id <= c.maxID {
+		c.mu.Lock()
+		s := c.streams[id]
+		c.mu.Unlock()
+		if s != nil && f.StreamEnded() {
+			c.endOfStream(s)
+		}
+		return
+	}
+	var path, ctype, timeout, encoding string
+	for _, hf := range f.Fields {
+		switch hf.Name {
+		case ":path":
+			path = hf.Value
+		case "content-type":
+			ctype = hf.Value
+		case "grpc-timeout":
+			timeout = hf.Value
+		case "grpc-encoding":
+			encoding = hf.Value
+		}
+	}
+	s := &stream{c: c, id: id, ctx: c.ctx}
+	s.recv.L = &c.mu
+	c.mu.Lock()
+	c.maxID = id
+	if c.goingAway || c.closed {
+		c.fw.WriteRSTStream(id, http2.ErrCodeRefusedStream)
+		c.kickLocked()
+		c.mu.Unlock()
+		return
+	}
+	if ctype != "application/grpc" && !strings.HasPrefix(ctype, "application/grpc+") && !strings.HasPrefix(ctype, "application/grpc;") {
+		c.hbuf.Reset()
+		c.henc.WriteField(hpack.HeaderField{Name: ":status", Value: "415"})
+		c.henc.WriteField(hpack.HeaderField{Name: "content-type", Value: "text/plain"})
+		c.writeHeaderBlockLocked(id, true)
+		c.kickLocked()
+		c.mu.Unlock()
+		return
+	}
+	s.sendWin = c.peerWin
+	c.streams[id] = s
+	m, err := c.srv.lookup(path)
+	if err == nil && encoding != "" && encoding != "identity" {
+		err = status.Errorf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", encoding)
+	}
+	if err == nil && timeout != "" {
+		s.timeout, err = decodeTimeout(timeout)
+		if err != nil {
+			err = status.Error(codes.Internal, err.Error())
+		}
+	}
+	if err != nil {
+		c.finishLocked(s, status.Convert(err))
+		c.mu.Unlock()
+		return
+	}
+	s.m = m
+	if m.async == nil {
+		s.newContext()
+	}
+	c.mu.Unlock()
+	if m.stream != nil {
+		go c.runStream(s)
+	}
+	if f.StreamEnded() {
+		c.endOfStream(s)
+	}
+}
+
+// onData takes a DATA frame: flow control, then the stream's messages.
+func (c *conn) onData(f *http2.DataFrame) {
+	n := f.Header().Length
+	c.connUnacked += n
+	if c.connUnacked >= connWindow/4 {
+		c.mu.Lock()
+		c.fw.WriteWindowUpdate(0, c.connUnacked)
+		c.kickLocked()
+		c.mu.Unlock()
+		c.connUnacked = 0
+	}
+	c.mu.Lock()
+	s := c.streams[f.StreamID]
+	c.mu.Unlock()
+	if s == nil || s.m == nil || s.ended {
+		return
+	}
+	data := f.Data()
+	if pad := n - uint32(len(data)); pad > 0 && s.m.stream != nil {
+		// Padding is consumed at once: only messages wait for the reader.
+		c.mu.Lock()
+		c.fw.WriteWindowUpdate(s.id, pad)
+		c.kickLocked()
+		c.mu.Unlock()
+	}
+	s.rbuf = append(s.rbuf, data...)
+	if s.m.stream != nil {
+		var msgs [][]byte
+		for {
+			msg, ok, err := s.next(c.srv.opts.MaxRecvMsgSize)
+			if err != nil {
+				c.finish(s, status.Convert(err))
+				return
+			}
+			if !ok {
+				break
+			}
+			msgs = append(msgs, msg)
+		}
+		if len(msgs) > 0 {
+			c.mu.Lock()
+			s.inbox = append(s.inbox, msgs...)
+			s.recv.Signal()
+			c.mu.Unlock()
+		}
+	} else if len(s.rbuf) >= 5 {
+		// Refuse an oversized request as soon as its length is known.
+		if size := int(binary.BigEndian.Uint32(s.rbuf[1:5])); size > c.srv.opts.MaxRecvMsgSize {
+			c.finish(s, status.Convert(errTooLarge(size, c.srv.opts.MaxRecvMsgSize)))
+			s.ended = true
+			return
+		}
+	}
+	if f.StreamEnded() {
+		c.endOfStream(s)
+	}
+}
+
+// endOfStream handles the client's END_STREAM: a unary call starts; a
+// streaming one sees io.EOF after its last message.
+func (c *conn) endOfStream(s *stream) {
+	s.ended = true
+	c.mu.Lock()
+	s.clientDone = true
+	s.recv.Broadcast()
+	c.mu.Unlock()
+	if s.m.stream != nil {
+		return
+	}
+	msg, ok, err := s.next(c.srv.opts.MaxRecvMsgSize)
+	if err == nil && !ok {
+		err = errNoMessage
+	}
+	if err != nil {
+		c.finish(s, status.Convert(err))
+		return
+	}
+	s.rbuf = nil
+	if m := s.m; m.async != nil {
+		// The call runs under the connection's context: a write, once
+		// started, completes whatever the client does meanwhile.
+		req := m.newReq()
+		if err := proto.Unmarshal(msg, req); err != nil {
+			c.finish(s, status.Newf(codes.Internal, "grpc: error unmarshalling request: %v", err))
+			return
+		}
+		if m.async(s.ctx, req, s.asyncDone) {
+			return
+		}
+		c.mu.Lock()
+		s.newContext()
+		c.mu.Unlock()
+	}
+	c.srv.run(func() { c.runUnary(s, msg) })
+}
+
+// runUnary runs a unary handler and sends its outcome.
+func (c *conn) runUnary(s *stream, msg []byte) {
+	dec := func(v any) error {
+		if err := proto.Unmarshal(msg, v.(proto.Message)); err != nil {
+			return status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
+		}
+		return nil
+	}
+	resp, err := s.m.unary(s.m.impl, s.ctx, dec, nil)
+	if err != nil {
+		c.finish(s, s.status(err))
+		return
+	}
+	data, err := encode(resp.(proto.Message))
+	if err != nil {
+		c.finish(s, status.New(codes.Internal, err.Error()))
+		return
+	}
+	c.mu.Lock()
+	c.sendLocked(s, data)
+	c.finishLocked(s, statusOK)
+	c.mu.Unlock()
+}
+
+// runStream runs a streaming handler on its own goroutine.
+func (c *conn) runStream(s *stream) {
+	err := s.m.stream.Handler(s.m.impl, &serverStream{s: s})
+	st := statusOK
+	if err != nil {
+		st = s.status(err)
+	}
+	c.finish(s, st)
+}
+
+var statusOK = status.New(codes.OK, "")
+
+// encode marshals m behind gRPC's 5-byte message prefix.
+func encode(m proto.Message) ([]byte, error) {
+	opts := proto.MarshalOptions{}
+	size := opts.Size(m)
+	b := make([]byte, 5, 5+size)
+	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, m)
+	if err != nil {
+		return nil, err
+	}
+	binary.BigEndian.PutUint32(b[1:5], uint32(len(b)-5))
+	return b, nil
+}
+
+// writeLoop is the writer goroutine: it encodes async replies and sends
+// whatever is framed, one write per wake-up.
+func (c *conn) writeLoop() {
+	var replies []reply
+	var buf []byte
+	for {
+		c.mu.Lock()
+		for len(c.out) == 0 && len(c.replies) == 0 && !c.closed && !(c.goingAway && len(c.streams) == 0) {
+			c.writerIdle = true
+			c.wake.Wait()
+		}
+		c.writerIdle = false
+		if c.closed {
+			c.mu.Unlock()
+			return
+		}
+		if len(c.out) == 0 && len(c.replies) == 0 {
+			// Going away with nothing left to answer.
+			c.mu.Unlock()
+			c.close()
+			return
+		}
+		if len(c.replies) > 0 {
+			replies, c.replies = c.replies, replies[:0]
+			c.mu.Unlock()
+			for i := range replies {
+				if r := &replies[i]; r.err == nil {
+					r.data, r.err = encode(r.resp)
+				}
+			}
+			c.mu.Lock()
+			for i := range replies {
+				r := &replies[i]
+				if r.err != nil {
+					c.finishLocked(r.s, r.s.status(r.err))
+					continue
+				}
+				c.sendLocked(r.s, r.data)
+				c.finishLocked(r.s, statusOK)
+			}
+			clear(replies)
+		}
+		buf, c.out = c.out, buf[:0]
+		c.mu.Unlock()
+		if _, err := c.nc.Write(buf); err != nil {
+			c.close()
+			return
+		}
+	}
+}
+
+// flushNow writes what is framed from the calling goroutine (used when the
+// connection is about to close).
+func (c *conn) flushNow() {
+	c.mu.Lock()
+	buf := c.out
+	c.out = nil
+	c.mu.Unlock()
+	if len(buf) > 0 {
+		c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+		c.nc.Write(buf)
+	}
+}
+
+// kickLocked wakes the writer if it sleeps.
+func (c *conn) kickLocked() {
+	if c.writerIdle {
+		c.writerIdle = false
+		c.wake.Signal()
+	}
+}
+
+// writeHeaderBlockLocked sends c.hbuf as stream id's header block, in
+// CONTINUATION frames past the client's frame size.
+func (c *conn) writeHeaderBlockLocked(id uint32, endStream bool) {
+	block := c.hbuf.Bytes()
+	first := block
+	if len(first) > c.peerFrame {
+		first = block[:c.peerFrame]
+	}
+	block = block[len(first):]
+	c.fw.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: first, EndStream: endStream, EndHeaders: len(block) == 0})
+	for len(block) > 0 {
+		n := min(len(block), c.peerFrame)
+		c.fw.WriteContinuation(id, n == len(block), block[:n])
+		block = block[n:]
+	}
+}
+
+func (c *conn) writeResponseHeadersLocked(s *stream) {
+	s.headersSent = true
+	c.hbuf.Reset()
+	c.henc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+	c.henc.WriteField(hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
+	c.writeHeaderBlockLocked(s.id, false)
+}
+
+// sendLocked queues one encoded message on s and sends what the flow
+// control windows allow.
+func (c *conn) sendLocked(s *stream, data []byte) {
+	if s.done || c.closed {
+		return
+	}
+	if !s.headersSent {
+		c.writeResponseHeadersLocked(s)
+	}
+	if len(s.pend) == 0 {
+		s.pend = data
+	} else {
+		s.pend = append(s.pend, data...)
+	}
+	c.pumpLocked(s)
+}
+
+// pumpLocked sends s's pending data within the windows, then its trailers
+// once nothing is pending.
+func (c *conn) pumpLocked(s *stream) {
+	for len(s.pend) > 0 {
+		n := int(min(int64(len(s.pend)), int64(c.peerFrame), s.sendWin, c.sendWin))
+		if n <= 0 {
+			if !s.blocked {
+				s.blocked = true
+				c.blocked = append(c.blocked, s)
+			}
+			c.kickLocked()
+			return
+		}
+		c.fw.WriteData(s.id, false, s.pend[:n])
+		s.pend = s.pend[n:]
+		s.sendWin -= int64(n)
+		c.sendWin -= int64(n)
+	}
+	s.pend = nil
+	if s.sendWaiting {
+		c.sent.Broadcast()
+	}
+	if s.trailer != nil {
+		c.writeTrailersLocked(s, s.trailer)
+		c.endLocked(s)
+	}
+	c.kickLocked()
+}
+
+// unblockLocked resumes the streams that waited for window.
+func (c *conn) unblockLocked() {
+	if len(c.blocked) == 0 {
+		return
+	}
+	blocked := c.blocked
+	c.blocked = nil
+	for _, s := range blocked {
+		s.blocked = false
+		if !s.done {
+			c.pumpLocked(s)
+		}
+	}
+}
+
+// finish ends s with st (see finishLocked).
+func (c *conn) finish(s *stream, st *status.Status) {
+	c.mu.Lock()
+	c.finishLocked(s, st)
+	c.mu.Unlock()
+}
+
+// finishLocked ends s with st once its pending data is sent: trailers
+// after the data, or a trailers-only response when nothing was sent.
+func (c *conn) finishLocked(s *stream, st *status.Status) {
+	if s.done || s.trailer != nil || c.closed {
+		return
+	}
+	if !s.headersSent {
+		s.headersSent = true
+		c.hbuf.Reset()
+		c.henc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+		c.henc.WriteField(hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
+		c.appendStatusLocked(st)
+		c.writeHeaderBlockLocked(s.id, true)
+		c.endLocked(s)
+		c.kickLocked()
+		return
+	}
+	s.trailer = st
+	c.pumpLocked(s)
+}
+
+func (c *conn) writeTrailersLocked(s *stream, st *status.Status) {
+	c.hbuf.Reset()
+	c.appendStatusLocked(st)
+	c.writeHeaderBlockLocked(s.id, true)
+}
+
+func (c *conn) appendStatusLocked(st *status.Status) {
+	code, msg, details := trailerFields(st)
+	c.henc.WriteField(hpack.HeaderField{Name: "grpc-status", Value: code})
+	if msg != "" {
+		c.henc.WriteField(hpack.HeaderField{Name: "grpc-message", Value: msg})
+	}
+	if details != "" {
+		c.henc.WriteField(hpack.HeaderField{Name: "grpc-status-details-bin", Value: details})
+	}
+}
+
+// endLocked forgets a finished stream; if the client has not ended its
+// side, it is told to stop sending (RST_STREAM NO_ERROR), as HTTP/2 asks.
+func (c *conn) endLocked(s *stream) {
+	if !s.clientDone && !s.done && s.m != nil {
+		c.fw.WriteRSTStream(s.id, http2.ErrCodeNo)
+	}
+	c.forgetLocked(s)
+}
+
+// abortLocked ends s without a response (the client reset it, or the
+// connection is closing).
+func (c *conn) abortLocked(s *stream) {
+	s.pend = nil
+	c.forgetLocked(s)
+}
+
+func (c *conn) forgetLocked(s *stream) {
+	if s.done {
+		return
+	}
+	s.done = true
+	delete(c.streams, s.id)
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.recv.Broadcast()
+	if s.sendWaiting {
+		c.sent.Broadcast()
+	}
+	if c.goingAway && len(c.streams) == 0 {
+		c.kickLocked()
+	}
+}
+
+// resetStream answers a stream-level protocol error.
+func (c *conn) resetStream(id uint32, code http2.ErrCode) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.streams[id]; s != nil {
+		c.abortLocked(s)
+	}
+	c.fw.WriteRSTStream(id, code)
+	c.kickLocked()
+}
+
+// goAway tells the client to open no new streams; the connection closes
+// once the open ones are done.
+func (c *conn) goAway() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.goingAway || c.closed {
+		return
+	}
+	c.goingAway = true
+	c.fw.WriteGoAway(c.maxID, http2.ErrCodeNo, nil)
+	c.kickLocked()
+}
+
+// close ends the connection and every stream on it.
+func (c *conn) close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	for _, s := range c.streams {
+		c.abortLocked(s)
+	}
+	c.closed = true
+	c.wake.Broadcast()
+	c.sent.Broadcast()
+	c.mu.Unlock()
+	c.cancel()
+	c.nc.Close()
+}

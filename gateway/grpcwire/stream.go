@@ -1,0 +1,195 @@
+package grpcwire
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// stream is one call. Fields marked reader-owned belong to the connection's
+// reader goroutine; the rest are guarded by the connection's mu.
+type stream struct {
+	c      *conn
+	id     uint32
+	m      *method
+	ctx    context.Context
+	cancel context.CancelFunc // nil for async calls, which use the connection's context
+
+	// Reader-owned.
+	timeout time.Duration // the client's grpc-timeout; 0 for none
+	rbuf    []byte        // received bytes not yet cut into messages
+	ended   bool          // the client's END_STREAM arrived, or the call failed early
+
+	clientDone  bool // the client's END_STREAM arrived
+	sendWin     int64
+	pend        []byte // data waiting for flow-control window
+	headersSent bool
+	trailer     *status.Status // trailers to send once pend is empty
+	blocked     bool           // in conn.blocked
+	sendWaiting bool           // a SendMsg waits for pend to drain
+	done        bool           // finished or reset; forgotten by the connection
+
+	inbox       [][]byte  // received messages of a streaming call
+	recv        sync.Cond // RecvMsg waits here (L is the connection's mu)
+	recvUnacked uint32    // consumed bytes not yet returned with WINDOW_UPDATE
+}
+
+// newContext gives a call that runs a handler a context of its own, which
+// the client's deadline and RST_STREAM end. Call it with the connection's
+// mu held once the stream is visible to other goroutines.
+func (s *stream) newContext() {
+	if s.timeout > 0 {
+		s.ctx, s.cancel = context.WithTimeout(s.c.ctx, s.timeout)
+	} else {
+		s.ctx, s.cancel = context.WithCancel(s.c.ctx)
+	}
+}
+
+// next cuts the next complete message from rbuf.
+func (s *stream) next(limit int) (msg []byte, ok bool, err error) {
+	if len(s.rbuf) < 5 {
+		return nil, false, nil
+	}
+	if s.rbuf[0] != 0 {
+		return nil, false, errCompressed
+	}
+	size := int(binary.BigEndian.Uint32(s.rbuf[1:5]))
+	if size > limit {
+		return nil, false, errTooLarge(size, limit)
+	}
+	if len(s.rbuf) < 5+size {
+		return nil, false, nil
+	}
+	msg = s.rbuf[5 : 5+size : 5+size]
+	s.rbuf = s.rbuf[5+size:]
+	return msg, true, nil
+}
+
+// asyncDone is the done callback of an async call.
+func (s *stream) asyncDone(resp proto.Message, err error) {
+	c := s.c
+	c.mu.Lock()
+	c.replies = append(c.replies, reply{s: s, resp: resp, err: err})
+	c.kickLocked()
+	c.mu.Unlock()
+}
+
+// status converts a handler's error as grpc-go does: a status error as it
+// is, a plain error after the call's context ended as that context's
+// error, anything else as Unknown.
+func (s *stream) status(err error) *status.Status {
+	if st, ok := status.FromError(err); ok {
+		return st
+	}
+	if ctxErr := s.ctx.Err(); ctxErr != nil {
+		return status.FromContextError(ctxErr)
+	}
+	return status.New(codes.Unknown, err.Error())
+}
+
+// serverStream is a streaming call's grpc.ServerStream.
+type serverStream struct{ s *stream }
+
+var _ grpc.ServerStream = (*serverStream)(nil)
+
+// SetHeader is accepted and ignored: revd's handlers send no metadata.
+func (ss *serverStream) SetHeader(metadata.MD) error { return nil }
+
+// SendHeader sends the response headers now.
+func (ss *serverStream) SendHeader(metadata.MD) error {
+	s := ss.s
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.done || c.closed {
+		return ss.closedErr()
+	}
+	if !s.headersSent {
+		c.writeResponseHeadersLocked(s)
+		c.kickLocked()
+	}
+	return nil
+}
+
+// SetTrailer is accepted and ignored, as SetHeader.
+func (ss *serverStream) SetTrailer(metadata.MD) {}
+
+func (ss *serverStream) Context() context.Context { return ss.s.ctx }
+
+// SendMsg sends m and returns once it has left, or the stream ended.
+func (ss *serverStream) SendMsg(m any) error {
+	data, err := encode(m.(proto.Message))
+	if err != nil {
+		return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
+	}
+	s := ss.s
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.done || c.closed || s.trailer != nil {
+		return ss.closedErr()
+	}
+	c.sendLocked(s, data)
+	for len(s.pend) > 0 && !s.done && !c.closed {
+		s.sendWaiting = true
+		c.sent.Wait()
+	}
+	s.sendWaiting = false
+	if s.done && len(s.pend) > 0 {
+		return ss.closedErr()
+	}
+	return nil
+}
+
+// RecvMsg takes the next message, io.EOF after the client's last one.
+func (ss *serverStream) RecvMsg(m any) error {
+	s := ss.s
+	c := s.c
+	c.mu.Lock()
+	for len(s.inbox) == 0 && !s.clientDone && !s.done && !c.closed {
+		s.recv.Wait()
+	}
+	if len(s.inbox) == 0 {
+		c.mu.Unlock()
+		if s.clientDone && !s.done {
+			return io.EOF
+		}
+		return ss.closedErr()
+	}
+	msg := s.inbox[0]
+	s.inbox[0] = nil
+	s.inbox = s.inbox[1:]
+	// Return the window only as the handler consumes messages.
+	s.recvUnacked += uint32(5 + len(msg))
+	if s.recvUnacked >= c.streamWin/4 && !s.done {
+		c.fw.WriteWindowUpdate(s.id, s.recvUnacked)
+		s.recvUnacked = 0
+		c.kickLocked()
+	}
+	c.mu.Unlock()
+	if err := proto.Unmarshal(msg, m.(proto.Message)); err != nil {
+		return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
+	}
+	return nil
+}
+
+// closedErr is what Send and Recv return on a stream that ended: the
+// context's error as a status, as grpc-go returns.
+func (ss *serverStream) closedErr() error {
+	if err := ss.s.ctx.Err(); err != nil {
+		return status.FromContextError(err).Err()
+	}
+	if errors.Is(ss.s.c.ctx.Err(), context.Canceled) {
+		return status.Error(codes.Canceled, "grpcwire: the connection closed")
+	}
+	return errStreamClosed
+}
