@@ -21,7 +21,7 @@ func startRevd(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpcapi.New(srv, grpcapi.Options{})
+	gs := grpcapi.NewWire(srv, grpcapi.Options{})
 	go gs.Serve(ln)
 	t.Cleanup(func() {
 		gs.Stop()
