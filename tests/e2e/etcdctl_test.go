@@ -203,12 +203,23 @@ func ctlSession() []ctlCase {
 
 // TestEtcdctl runs the same etcdctl 3.7.3 session against a fresh etcd
 // and a fresh target and requires the same normalized output, stderr and
-// exit code for every command.
+// exit code for every command. revd runs it with each of its gRPC servers
+// (--grpc-server).
 func TestEtcdctl(t *testing.T) {
 	kind := testutil.TargetKind(t, TargetEnv)
+	if kind != "revd" {
+		testEtcdctl(t, kind, nil)
+		return
+	}
+	for _, impl := range []string{"wire", "grpc-go"} {
+		t.Run(impl, func(t *testing.T) { testEtcdctl(t, kind, []string{"--grpc-server=" + impl}) })
+	}
+}
+
+func testEtcdctl(t *testing.T, kind string, extraArgs []string) {
 	_, ctl := testutil.EtcdBin(t)
 	ref := testutil.StartEtcd(t, testutil.Options{})
-	tgt := testutil.Start(t, kind, testutil.Options{})
+	tgt := testutil.Start(t, kind, testutil.Options{ExtraArgs: extraArgs})
 
 	for i, cc := range ctlSession() {
 		want := etcdctl(t, ctl, ref.Endpoint, cc.stdin, cc.args...)
