@@ -29,6 +29,12 @@ const (
 	initialPeerWindow = 65535
 	// defaultFrame is HTTP/2's initial maximum frame size.
 	defaultFrame = 16384
+	// prefaceTimeout bounds the wait for a new connection's preface.
+	prefaceTimeout = 10 * time.Second
+	// maxOut bounds the bytes framed and not yet taken by the writer: the
+	// reader stops reading while more are waiting, so a client that sends
+	// (PINGs, say) without reading cannot grow the server's memory.
+	maxOut = 4 << 20
 )
 
 // conn is one client connection. The reader goroutine (serve) owns the
@@ -60,6 +66,8 @@ type conn struct {
 	writerIdle bool
 	closed     bool
 	goingAway  bool
+	started    bool      // the client's preface arrived; the writer runs
+	taken      sync.Cond // the writer took c.out: the reader may go on
 }
 
 // reply is an async call's outcome waiting for the writer goroutine.
@@ -90,6 +98,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wake.L = &c.mu
 	c.sent.L = &c.mu
+	c.taken.L = &c.mu
 	c.fw = http2.NewFramer(outBuf{c}, nil)
 	c.henc = hpack.NewEncoder(&c.hbuf)
 	return c
@@ -101,11 +110,18 @@ func (c *conn) serve() {
 	defer c.close()
 	br := bufio.NewReaderSize(c.nc, 32<<10)
 	preface := make([]byte, len(http2.ClientPreface))
+	c.nc.SetReadDeadline(time.Now().Add(prefaceTimeout))
 	if _, err := io.ReadFull(br, preface); err != nil || string(preface) != http2.ClientPreface {
 		return
 	}
+	c.nc.SetReadDeadline(time.Time{})
 	go c.writeLoop()
 	c.mu.Lock()
+	if c.goingAway || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.started = true
 	c.fw.WriteSettings(
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: math.MaxUint32},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: c.streamWin},
@@ -118,6 +134,11 @@ func (c *conn) serve() {
 	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	fr.SetReuseFrames()
 	for {
+		c.mu.Lock()
+		for len(c.out) > maxOut && !c.closed {
+			c.taken.Wait()
+		}
+		c.mu.Unlock()
 		f, err := fr.ReadFrame()
 		if err != nil {
 			var se http2.StreamError
@@ -172,6 +193,14 @@ func (c *conn) serve() {
 
 func (c *conn) onSettings(f *http2.SettingsFrame) {
 	if f.IsAck() {
+		return
+	}
+	if err := f.ForeachSetting(func(st http2.Setting) error { return st.Valid() }); err != nil {
+		c.mu.Lock()
+		c.fw.WriteGoAway(c.maxID, http2.ErrCodeProtocol, nil)
+		c.mu.Unlock()
+		c.flushNow()
+		c.close()
 		return
 	}
 	c.mu.Lock()
@@ -247,6 +276,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) {
 		err = status.Errorf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", encoding)
 	}
 	if err == nil && timeout != "" {
+		s.hasTimeout = true
 		s.timeout, err = decodeTimeout(timeout)
 		if err != nil {
 			err = status.Error(codes.Internal, err.Error())
@@ -337,6 +367,9 @@ func (c *conn) endOfStream(s *stream) {
 	s.recv.Broadcast()
 	c.mu.Unlock()
 	if s.m.stream != nil {
+		if len(s.rbuf) > 0 {
+			c.finish(s, status.New(codes.Internal, "grpcwire: the client ended the stream within a message"))
+		}
 		return
 	}
 	msg, ok, err := s.next(c.srv.opts.MaxRecvMsgSize)
@@ -432,9 +465,16 @@ func (c *conn) writeLoop() {
 			return
 		}
 		if len(c.out) == 0 && len(c.replies) == 0 {
-			// Going away with nothing left to answer.
+			// Going away with nothing left to answer: stop sending, and
+			// close once the client has (it reads our GOAWAY first, and
+			// retries any call it opened meanwhile elsewhere), or after a
+			// second.
 			c.mu.Unlock()
-			c.close()
+			if tc, ok := c.nc.(interface{ CloseWrite() error }); ok && tc.CloseWrite() == nil {
+				time.AfterFunc(time.Second, c.close)
+			} else {
+				c.close()
+			}
 			return
 		}
 		if len(c.replies) > 0 {
@@ -458,6 +498,7 @@ func (c *conn) writeLoop() {
 			clear(replies)
 		}
 		buf, c.out = c.out, buf[:0]
+		c.taken.Broadcast()
 		c.mu.Unlock()
 		if _, err := c.nc.Write(buf); err != nil {
 			c.close()
@@ -631,6 +672,7 @@ func (c *conn) endLocked(s *stream) {
 // connection is closing).
 func (c *conn) abortLocked(s *stream) {
 	s.pend = nil
+	s.aborted = true
 	c.forgetLocked(s)
 }
 
@@ -672,6 +714,11 @@ func (c *conn) goAway() {
 		return
 	}
 	c.goingAway = true
+	if !c.started {
+		// No preface yet: nobody to tell.
+		c.nc.Close()
+		return
+	}
 	c.fw.WriteGoAway(c.maxID, http2.ErrCodeNo, nil)
 	c.kickLocked()
 }
@@ -689,6 +736,7 @@ func (c *conn) close() {
 	c.closed = true
 	c.wake.Broadcast()
 	c.sent.Broadcast()
+	c.taken.Broadcast()
 	c.mu.Unlock()
 	c.cancel()
 	c.nc.Close()

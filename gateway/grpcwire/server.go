@@ -55,12 +55,14 @@ type Server struct {
 	opts    Options
 	methods map[string]*method
 	work    chan func()
+	quit    chan struct{} // closed when the server has stopped: the workers end
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
 	stopping  bool
 	drained   *sync.Cond // conns shrank
+	quitOnce  sync.Once
 	startOnce sync.Once
 }
 
@@ -81,6 +83,7 @@ func NewServer(opts Options) *Server {
 		opts:      opts,
 		methods:   make(map[string]*method),
 		work:      make(chan func()),
+		quit:      make(chan struct{}),
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
 	}
@@ -194,9 +197,24 @@ func (s *Server) run(fn func()) {
 }
 
 func (s *Server) worker() {
-	for fn := range s.work {
-		fn()
+	for {
+		select {
+		case fn := <-s.work:
+			fn()
+		case <-s.quit:
+			return
+		}
 	}
+}
+
+// waitConns waits until every connection is gone, then ends the workers.
+func (s *Server) waitConns() {
+	s.mu.Lock()
+	for len(s.conns) > 0 {
+		s.drained.Wait()
+	}
+	s.mu.Unlock()
+	s.quitOnce.Do(func() { close(s.quit) })
 }
 
 func (s *Server) removeConn(c *conn) {
@@ -227,11 +245,7 @@ func (s *Server) Stop() {
 	for _, c := range s.stopListening() {
 		c.close()
 	}
-	s.mu.Lock()
-	for len(s.conns) > 0 {
-		s.drained.Wait()
-	}
-	s.mu.Unlock()
+	s.waitConns()
 }
 
 // GracefulStop closes the listeners, tells every client to open no new
@@ -241,9 +255,5 @@ func (s *Server) GracefulStop() {
 	for _, c := range s.stopListening() {
 		c.goAway()
 	}
-	s.mu.Lock()
-	for len(s.conns) > 0 {
-		s.drained.Wait()
-	}
-	s.mu.Unlock()
+	s.waitConns()
 }

@@ -3,6 +3,7 @@ package grpcwire
 import (
 	"encoding/base64"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -63,6 +64,9 @@ func decodeTimeout(s string) (time.Duration, error) {
 	n, err := strconv.ParseInt(s[:len(s)-1], 10, 64)
 	if err != nil || n < 0 {
 		return 0, fmt.Errorf("grpcwire: bad grpc-timeout %q", s)
+	}
+	if n > math.MaxInt64/int64(unit) {
+		return math.MaxInt64, nil
 	}
 	return time.Duration(n) * unit, nil
 }

@@ -25,9 +25,10 @@ type stream struct {
 	cancel context.CancelFunc // nil for async calls, which use the connection's context
 
 	// Reader-owned.
-	timeout time.Duration // the client's grpc-timeout; 0 for none
-	rbuf    []byte        // received bytes not yet cut into messages
-	ended   bool          // the client's END_STREAM arrived, or the call failed early
+	timeout    time.Duration // the client's grpc-timeout, if hasTimeout
+	hasTimeout bool          // a grpc-timeout was given (0 means already expired)
+	rbuf       []byte        // received bytes not yet cut into messages
+	ended      bool          // the client's END_STREAM arrived, or the call failed early
 
 	clientDone  bool // the client's END_STREAM arrived
 	sendWin     int64
@@ -37,6 +38,7 @@ type stream struct {
 	blocked     bool           // in conn.blocked
 	sendWaiting bool           // a SendMsg waits for pend to drain
 	done        bool           // finished or reset; forgotten by the connection
+	aborted     bool           // reset or cut off: pending data was dropped
 
 	inbox       [][]byte  // received messages of a streaming call
 	recv        sync.Cond // RecvMsg waits here (L is the connection's mu)
@@ -47,10 +49,22 @@ type stream struct {
 // the client's deadline and RST_STREAM end. Call it with the connection's
 // mu held once the stream is visible to other goroutines.
 func (s *stream) newContext() {
-	if s.timeout > 0 {
+	if s.hasTimeout {
 		s.ctx, s.cancel = context.WithTimeout(s.c.ctx, s.timeout)
 	} else {
 		s.ctx, s.cancel = context.WithCancel(s.c.ctx)
+	}
+	if s.m.stream != nil {
+		// A streaming handler waiting in RecvMsg or SendMsg wakes when
+		// its deadline passes, not only when the client resets.
+		context.AfterFunc(s.ctx, func() {
+			c := s.c
+			c.mu.Lock()
+			if !s.done {
+				c.abortLocked(s)
+			}
+			c.mu.Unlock()
+		})
 	}
 }
 
@@ -144,7 +158,7 @@ func (ss *serverStream) SendMsg(m any) error {
 		c.sent.Wait()
 	}
 	s.sendWaiting = false
-	if s.done && len(s.pend) > 0 {
+	if s.aborted || c.closed {
 		return ss.closedErr()
 	}
 	return nil
@@ -158,7 +172,7 @@ func (ss *serverStream) RecvMsg(m any) error {
 	for len(s.inbox) == 0 && !s.clientDone && !s.done && !c.closed {
 		s.recv.Wait()
 	}
-	if len(s.inbox) == 0 {
+	if len(s.inbox) == 0 || s.done || c.closed {
 		c.mu.Unlock()
 		if s.clientDone && !s.done {
 			return io.EOF
@@ -170,7 +184,9 @@ func (ss *serverStream) RecvMsg(m any) error {
 	s.inbox = s.inbox[1:]
 	// Return the window only as the handler consumes messages.
 	s.recvUnacked += uint32(5 + len(msg))
-	if s.recvUnacked >= c.streamWin/4 && !s.done {
+	// Also when nothing else is queued, so that the window left always
+	// fits a whole message, however large.
+	if s.recvUnacked > 0 && (s.recvUnacked >= c.streamWin/4 || len(s.inbox) == 0) {
 		c.fw.WriteWindowUpdate(s.id, s.recvUnacked)
 		s.recvUnacked = 0
 		c.kickLocked()
