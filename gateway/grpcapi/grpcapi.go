@@ -1,5 +1,8 @@
 // Package grpcapi is revd's etcd front door: a gRPC server that speaks
-// etcd 3.7's API (package etcdserverpb) on top of a server.Server.
+// etcd 3.7's API (package etcdserverpb) on top of a server.Server. NewWire
+// serves it with revd's own gRPC server (package grpcwire, the default of
+// the revd command), New with google.golang.org/grpc's; both register the
+// same handlers.
 //
 // Served: KV (Range, Put, DeleteRange, Txn, Compact, RangeStream), Watch
 // (watch.go), Lease (lease.go: grant, revoke, keep-alive, time-to-live,
