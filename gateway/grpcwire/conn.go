@@ -293,7 +293,10 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) {
 	}
 	c.mu.Unlock()
 	if m.stream != nil {
-		go c.runStream(s)
+		// On a pooled worker too: etcd's clients open a stream per lease
+		// renewal (KeepAliveOnce), and a fresh goroutine per stream grows
+		// its stack anew each time.
+		c.srv.run(func() { c.runStream(s) })
 	}
 	if f.StreamEnded() {
 		c.endOfStream(s)
@@ -682,6 +685,10 @@ func (c *conn) forgetLocked(s *stream) {
 	}
 	s.done = true
 	delete(c.streams, s.id)
+	if s.stopAfter != nil {
+		// Ending the context below must not start the wake-up's goroutine.
+		s.stopAfter()
+	}
 	if s.cancel != nil {
 		s.cancel()
 	}

@@ -39,6 +39,7 @@ type stream struct {
 	sendWaiting bool           // a SendMsg waits for pend to drain
 	done        bool           // finished or reset; forgotten by the connection
 	aborted     bool           // reset or cut off: pending data was dropped
+	stopAfter   func() bool    // undoes the deadline's wake-up (streams only)
 
 	inbox       [][]byte  // received messages of a streaming call
 	recv        sync.Cond // RecvMsg waits here (L is the connection's mu)
@@ -57,7 +58,7 @@ func (s *stream) newContext() {
 	if s.m.stream != nil {
 		// A streaming handler waiting in RecvMsg or SendMsg wakes when
 		// its deadline passes, not only when the client resets.
-		context.AfterFunc(s.ctx, func() {
+		s.stopAfter = context.AfterFunc(s.ctx, func() {
 			c := s.c
 			c.mu.Lock()
 			if !s.done {
