@@ -4,12 +4,13 @@
 //
 // Why not google.golang.org/grpc's server: measured on the project's
 // machine with etcd's benchmark tool (100 clients, 10 connections, puts), a
-// grpc-go server whose Put does nothing costs about 19 µs of CPU per call;
+// grpc-go server whose Put does nothing costs about 20 µs of CPU per call;
 // most of it is the transport's hand-offs (a reader goroutine, a worker per
 // call, a flow-control buffer per stream, a writer goroutine fed through a
 // control queue) and their allocations. That alone capped revd at about
 // twice etcd's throughput on two cores, with nothing left for the store.
-// This server does the same protocol work in about a third of that.
+// This server answers the same empty handler for about 13 µs, and revd's
+// whole put, started asynchronously (HandleAsync), for about 15 µs.
 //
 // # Design
 //
