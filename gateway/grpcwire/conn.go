@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,9 @@ const (
 	initialPeerWindow = 65535
 	// defaultFrame is HTTP/2's initial maximum frame size.
 	defaultFrame = 16384
+	// minBatch is the size below which the writer yields once before a
+	// write, to gather more.
+	minBatch = 16 << 10
 	// prefaceTimeout bounds the wait for a new connection's preface.
 	prefaceTimeout = 10 * time.Second
 	// maxOut bounds the bytes framed and not yet taken by the writer: the
@@ -456,6 +460,7 @@ func encode(m proto.Message) ([]byte, error) {
 func (c *conn) writeLoop() {
 	var replies []reply
 	var buf []byte
+	yielded := false
 	for {
 		c.mu.Lock()
 		for len(c.out) == 0 && len(c.replies) == 0 && !c.closed && !(c.goingAway && len(c.streams) == 0) {
@@ -500,6 +505,17 @@ func (c *conn) writeLoop() {
 			}
 			clear(replies)
 		}
+		if len(c.out) < minBatch && !yielded {
+			// Let the goroutines about to add more (the other answers of
+			// a group commit, the other responses of a watch fan-out) do
+			// so first, then send it all in one write, as grpc-go's loopy
+			// writer does.
+			yielded = true
+			c.mu.Unlock()
+			runtime.Gosched()
+			continue
+		}
+		yielded = false
 		buf, c.out = c.out, buf[:0]
 		c.taken.Broadcast()
 		c.mu.Unlock()
