@@ -100,8 +100,8 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 // blocking methods. It is the gRPC front door's fast path, where a parked
 // goroutine per write cost more than the write.
 func (s *Server) StartWrite(req proto.Message, done func(proto.Message, error)) bool {
-	if t, ok := req.(*pb.TxnRequest); ok && etcdkv.CheckTxn(t, etcdkv.MaxTxnOps) == nil && etcdkv.IsTxnReadOnly(t) {
-		return false
+	if t, ok := req.(*pb.TxnRequest); ok && etcdkv.IsTxnReadOnly(t) {
+		return false // Txn checks it and reads
 	}
 	err := s.checkWrite(req)
 	if err == errNotAWrite {
@@ -115,12 +115,7 @@ func (s *Server) StartWrite(req proto.Message, done func(proto.Message, error)) 
 		return true
 	}
 	s.system.Root.Send(s.seqPID, &sequencer.Command{Req: req, Reply: func(o sequencer.Outcome) {
-		if o.Err != nil {
-			done(nil, o.Err)
-			return
-		}
-		s.fill(header(o.Resp))
-		done(o.Resp, nil)
+		done(s.answer(o))
 	}})
 	return true
 }
@@ -224,16 +219,21 @@ func (s *Server) propose(ctx context.Context, req proto.Message) (proto.Message,
 	select {
 	case o := <-w.ch:
 		replies.Put(w) // answered: nothing else will arrive on it
-		if o.Err != nil {
-			return nil, o.Err
-		}
-		// Durable is enough: any read that begins after this answer waits
-		// for the shards to show the write (see readView).
-		s.fill(header(o.Resp))
-		return o.Resp, nil
+		return s.answer(o)
 	case <-ctx.Done():
 		return nil, toStatus(ctx.Err())
 	}
+}
+
+// answer turns a durable write's outcome into its response, header filled.
+// Durable is enough: any read that begins after this answer waits for the
+// shards to show the write (see readView).
+func (s *Server) answer(o sequencer.Outcome) (proto.Message, error) {
+	if o.Err != nil {
+		return nil, o.Err
+	}
+	s.fill(header(o.Resp))
+	return o.Resp, nil
 }
 
 // failedErr is the error every write gets once the journal failed.
