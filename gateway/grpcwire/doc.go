@@ -31,9 +31,15 @@
 // revd's writes (Put, DeleteRange, Txn) wait for an fsync, and parking a
 // goroutine per write cost more than the write itself. The callback hands
 // the response to the writer goroutine, which encodes and frames it.
-// Streaming calls (Watch, LeaseKeepAlive) run their handler on a goroutine
-// of their own with a grpc.ServerStream whose SendMsg waits for HTTP/2 flow
-// control, as grpc-go's does.
+// Streaming calls (Watch, LeaseKeepAlive) run their handler on a pooled
+// worker too (it stays with the stream while it lasts; etcd's clients open
+// a stream per lease renewal) with a grpc.ServerStream whose SendMsg waits
+// for HTTP/2 flow control, as grpc-go's does.
+//
+// The writer yields the processor once before a small write, so that what
+// other goroutines are about to frame (the rest of a group commit's
+// answers, the rest of a watch fan-out) leaves in the same write, as
+// grpc-go's loopy writer does.
 //
 // Services are registered with RegisterService (the server is a
 // grpc.ServiceRegistrar), so generated registration functions such as
