@@ -121,10 +121,7 @@ func newGRPC(cfg *config, srv *server.Server, log *slog.Logger) grpcServer {
 }
 
 // stopGRPC lets in-flight calls finish for a moment, then cuts the rest.
-func stopGRPC(gs interface {
-	GracefulStop()
-	Stop()
-}) {
+func stopGRPC(gs grpcServer) {
 	done := make(chan struct{})
 	go func() { gs.GracefulStop(); close(done) }()
 	select {

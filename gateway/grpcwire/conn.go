@@ -564,11 +564,16 @@ func (c *conn) writeHeaderBlockLocked(id uint32, endStream bool) {
 	}
 }
 
-func (c *conn) writeResponseHeadersLocked(s *stream) {
-	s.headersSent = true
+// encodeResponseHeadersLocked starts c.hbuf with a gRPC response's headers.
+func (c *conn) encodeResponseHeadersLocked() {
 	c.hbuf.Reset()
 	c.henc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
 	c.henc.WriteField(hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
+}
+
+func (c *conn) writeResponseHeadersLocked(s *stream) {
+	s.headersSent = true
+	c.encodeResponseHeadersLocked()
 	c.writeHeaderBlockLocked(s.id, false)
 }
 
@@ -648,9 +653,7 @@ func (c *conn) finishLocked(s *stream, st *status.Status) {
 	}
 	if !s.headersSent {
 		s.headersSent = true
-		c.hbuf.Reset()
-		c.henc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
-		c.henc.WriteField(hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
+		c.encodeResponseHeadersLocked()
 		c.appendStatusLocked(st)
 		c.writeHeaderBlockLocked(s.id, true)
 		c.endLocked(s)

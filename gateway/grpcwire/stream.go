@@ -3,7 +3,6 @@ package grpcwire
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"io"
 	"sync"
 	"time"
@@ -208,7 +207,7 @@ func (ss *serverStream) closedErr() error {
 	if err := ss.s.ctx.Err(); err != nil {
 		return status.FromContextError(err).Err()
 	}
-	if errors.Is(ss.s.c.ctx.Err(), context.Canceled) {
+	if ss.s.c.ctx.Err() != nil {
 		return status.Error(codes.Canceled, "grpcwire: the connection closed")
 	}
 	return errStreamClosed
