@@ -32,6 +32,12 @@ type harness struct {
 	// The running servers, by kind (proc.Etcd, proc.Revd).
 	live map[string]*liveServer
 
+	// runs are the tool runs planned, by row ID (for missesStep).
+	runs map[string]toolRun
+	// revdHeap describes revd's Go heap when its memory figures were
+	// taken.
+	revdHeap []string
+
 	failed bool
 }
 
@@ -136,6 +142,12 @@ func (h *harness) plan() []step {
 			continue
 		}
 		h.addWorkloadRows(tr)
+		for _, r := range tr.rows {
+			if h.runs == nil {
+				h.runs = map[string]toolRun{}
+			}
+			h.runs[r.id] = tr
+		}
 		for _, kind := range kinds {
 			phase = append(phase, step{kind + ": " + tr.name(), h.toolStep(kind, tr)})
 		}
@@ -156,6 +168,7 @@ func (h *harness) plan() []step {
 		}
 	}
 	if len(phase) > 0 {
+		phase = append(phase, step{"revd: explain the missed targets (a CPU profile of each one's workload)", h.missesStep})
 		for _, kind := range kinds {
 			steps = append(steps, step{"start a fresh " + kind, h.startStep(kind, "main", true)})
 		}

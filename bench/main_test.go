@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"revd/bench/internal/proc"
 	"revd/bench/internal/report"
 )
 
@@ -112,5 +113,31 @@ func TestWorkloadsInterleaved(t *testing.T) {
 	}
 	if pairs < 10 {
 		t.Errorf("only %d interleaved workloads", pairs)
+	}
+}
+
+func TestMemoryLines(t *testing.T) {
+	mem := proc.Memory{RSS: 50 << 20, HWM: 50 << 20, Anon: 40 << 20, File: 10 << 20}
+	stats := map[string]uint64{"HeapInuse": 12 << 20, "HeapIdle": 6 << 20, "HeapReleased": 4 << 20, "Stack": 1 << 20, "NextGC": 20 << 20, "Sys": 30 << 20}
+	got := strings.Join(memoryLines(mem, stats), "\n")
+	for _, want := range []string{
+		"heap in use 12.0 MiB", "freed heap kept from the OS 2.0 MiB", "stacks 1.0 MiB", "starts at 20.0 MiB of heap", "30.0 MiB mapped by the runtime",
+		"10.0 MiB is file-backed", "40.0 MiB anonymous", "at most 15.0 MiB of that, and at least the other 25.0 MiB is memory outside the Go heap",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+}
+
+func TestEndless(t *testing.T) {
+	h := &harness{sz: fullSizes}
+	tr := toolRun{cmd: []string{"watch-latency", "--put-total=1000", "--put-rate=100"}}
+	if got := h.endless(tr).cmd[1]; got != "--put-total="+itoa(fullSizes.watchRate*(fullSizes.profileSeconds+30)) {
+		t.Errorf("watch-latency: %s", got)
+	}
+	tr = toolRun{cmd: []string{"put", "--total=100000", "--key-size=8"}}
+	if got := h.endless(tr).cmd; got[1] != "--total=100000000" || got[2] != "--key-size=8" || tr.cmd[1] != "--total=100000" {
+		t.Errorf("put: %v (original %v)", got, tr.cmd)
 	}
 }

@@ -82,29 +82,42 @@ func (h *harness) profileStep(ctx context.Context) (string, error) {
 	p := &report.Profile{Workload: "put, " + cc(100, 10) + " (etcd's benchmark tool)",
 		File: "revd-put.cpu.pprof", TopFile: "revd-put.top.txt"}
 	h.suite.Profile = p
-	res, err := h.profile(ctx, p)
+	// A put load that outlasts the profile; stopped once it is taken.
+	load := toolRun{clients: 100, conns: 10, writes: true, cmd: []string{"put", "--key-size=" + itoa(keySize), "--val-size=" + itoa(valSize),
+		"--sequential-keys", "--key-space-size=" + itoa(h.cfg.keySpace), "--total=100000000"}}
+	res, err := h.profile(ctx, p, load)
 	if err != nil {
 		p.Err = err.Error()
 	}
 	return res, err
 }
 
-func (h *harness) profile(ctx context.Context, p *report.Profile) (string, error) {
+// profile takes a CPU profile of revd while etcd's benchmark tool runs load
+// (which must outlast it: it is stopped once the profile is taken), and
+// summarizes it into p.
+func (h *harness) profile(ctx context.Context, p *report.Profile, load toolRun) (string, error) {
 	srv, err := h.server(proc.Revd)
 	if err != nil {
 		return "", err
 	}
-	// A put load that outlasts the profile; stopped once it is taken.
-	load := toolRun{clients: 100, conns: 10, cmd: []string{"put", "--key-size=" + itoa(keySize), "--val-size=" + itoa(valSize),
-		"--sequential-keys", "--key-space-size=" + itoa(h.cfg.keySpace), "--total=100000000"}}
 	lctx, stopLoad := context.WithCancel(ctx)
 	loadDone := make(chan etcdbench.Result, 1)
 	go func() { loadDone <- etcdbench.Tool{Bin: h.tools.Benchmark}.Run(lctx, load.args(srv.Endpoint)) }()
-	// Let the tool connect before sampling.
-	if err := h.waitForWrites(ctx, 5*time.Second); err != nil {
+	// Let the tool connect (and set up its watchers, leases) before
+	// sampling.
+	if load.writes {
+		err = h.waitForWrites(ctx, 5*time.Second)
+	} else {
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	if err != nil {
 		stopLoad()
 		<-loadDone
-		return "", fmt.Errorf("the put load did not start: %w", err)
+		return "", fmt.Errorf("the load did not start: %w", err)
 	}
 	path := filepath.Join(h.outDir, p.File)
 	err = profile.Capture(ctx, srv.PprofAddr, time.Duration(h.sz.profileSeconds)*time.Second, path)

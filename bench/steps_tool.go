@@ -22,6 +22,7 @@ func (h *harness) addWorkloadRows(tr toolRun) {
 		}
 		h.suite.Workloads = append(h.suite.Workloads, &report.Workload{
 			ID: r.id, Name: r.name, Clients: tr.clients, Conns: tr.conns, Chart: r.chart,
+			Related: r.related, RelatedNote: r.relatedNote,
 			Command: "benchmark " + strings.Join(tr.args("ENDPOINT").Args(), " "),
 		})
 	}
@@ -91,12 +92,18 @@ func (h *harness) toolStep(kind string, tr toolRun) func(context.Context) (strin
 				return "", err
 			}
 			*run = report.Run{Status: report.OK, Summary: s}
+			if r.aside {
+				continue
+			}
 			served += s.Requests
 			out = append(out, describe(s))
 		}
 		if cpuErr == nil && served > 0 {
 			per := (cpu1 - cpu0) / time.Duration(served)
 			for _, r := range tr.rows {
+				if r.aside {
+					continue
+				}
 				run := h.suite.Workload(r.id).Run(kind)
 				run.CPUPerRequest = per
 				run.ClientCPUPerRequest = res.CPU / time.Duration(served)
@@ -132,6 +139,9 @@ func (h *harness) memoryStep(kind string) func(context.Context) (string, error) 
 			if m, err = srv.Memory(); err == nil {
 				*rss.value(kind) = report.Val(float64(m.RSS))
 				*hwm.value(kind) = report.Val(float64(m.HWM))
+				if kind == proc.Revd {
+					h.recordMemory(ctx, srv, m)
+				}
 				return fmt.Sprintf("VmRSS %d MiB, VmHWM %d MiB", m.RSS>>20, m.HWM>>20), nil
 			}
 		}

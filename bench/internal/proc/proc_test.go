@@ -8,12 +8,12 @@ import (
 )
 
 func TestParseStatus(t *testing.T) {
-	in := "Name:\trevd\nVmPeak:\t 2000 kB\nVmHWM:\t  1500 kB\nVmRSS:\t  1024 kB\nThreads:\t9\n"
+	in := "Name:\trevd\nVmPeak:\t 2000 kB\nVmHWM:\t  1500 kB\nVmRSS:\t  1024 kB\nRssAnon:\t   800 kB\nRssFile:\t   224 kB\nThreads:\t9\n"
 	m, err := parseStatus(strings.NewReader(in))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.RSS != 1024<<10 || m.HWM != 1500<<10 {
+	if m.RSS != 1024<<10 || m.HWM != 1500<<10 || m.Anon != 800<<10 || m.File != 224<<10 {
 		t.Errorf("%+v", m)
 	}
 	if _, err := parseStatus(strings.NewReader("VmRSS:\t12 MB\nVmHWM:\t1 kB\n")); err == nil {

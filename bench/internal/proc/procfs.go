@@ -16,6 +16,9 @@ type Memory struct {
 	// RSS is VmRSS, the resident set now; HWM is VmHWM, its peak so far.
 	// Both in bytes.
 	RSS, HWM int64
+	// Anon and File split RSS into anonymous memory and file-backed
+	// pages (RssAnon, RssFile; 0 where the kernel does not report them).
+	Anon, File int64
 }
 
 // Memory reads the server's resident memory.
@@ -31,15 +34,27 @@ func ReadMemory(pid int) (Memory, error) {
 	return parseStatus(f)
 }
 
-// parseStatus reads the VmRSS and VmHWM lines ("VmRSS:\t  1234 kB") of a
-// /proc/<pid>/status file.
+// parseStatus reads the VmRSS, VmHWM, RssAnon and RssFile lines
+// ("VmRSS:\t  1234 kB") of a /proc/<pid>/status file; the first two must
+// be there.
 func parseStatus(r io.Reader) (Memory, error) {
 	var m Memory
 	found := 0
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		name, val, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (name != "VmRSS" && name != "VmHWM") {
+		var dst *int64
+		switch name {
+		case "VmRSS":
+			dst = &m.RSS
+		case "VmHWM":
+			dst = &m.HWM
+		case "RssAnon":
+			dst = &m.Anon
+		case "RssFile":
+			dst = &m.File
+		}
+		if !ok || dst == nil {
 			continue
 		}
 		f := strings.Fields(val)
@@ -50,12 +65,10 @@ func parseStatus(r io.Reader) (Memory, error) {
 		if err != nil {
 			return m, fmt.Errorf("proc: bad %s line %q: %v", name, sc.Text(), err)
 		}
-		if name == "VmRSS" {
-			m.RSS = kb << 10
-		} else {
-			m.HWM = kb << 10
+		*dst = kb << 10
+		if name == "VmRSS" || name == "VmHWM" {
+			found++
 		}
-		found++
 	}
 	if err := sc.Err(); err != nil {
 		return m, err

@@ -295,3 +295,50 @@ func (p *Parsed) TopCum(prefix string, n int) []Node {
 	slices.SortStableFunc(nodes, func(a, b Node) int { return cmp.Compare(b.Cum, a.Cum) })
 	return nodes[:min(n, len(nodes))]
 }
+
+// MemStats fetches the Go runtime's memory statistics from a net/http/pprof
+// server at addr: the "# Name = value" lines that /debug/pprof/heap?debug=1
+// ends with (runtime.MemStats), by name.
+func MemStats(ctx context.Context, addr string) (map[string]uint64, error) {
+	url := fmt.Sprintf("http://%s/debug/pprof/heap?debug=1", addr)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("profile: GET %s: %s", url, resp.Status)
+	}
+	return ParseMemStats(resp.Body)
+}
+
+// ParseMemStats reads the "# Name = value" lines of a debug=1 heap
+// profile ("# Stack = inuse / sys" gives the first number); lines whose
+// value is not a number (PauseNs) are skipped.
+func ParseMemStats(r io.Reader) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 4<<20)
+	for sc.Scan() {
+		name, val, ok := strings.Cut(strings.TrimPrefix(sc.Text(), "# "), " = ")
+		if !ok || strings.ContainsAny(name, " \t") {
+			continue
+		}
+		// "Stack = inuse / sys" and the like: the first number.
+		val, _, _ = strings.Cut(val, " / ")
+		if n, err := strconv.ParseUint(val, 10, 64); err == nil {
+			out[name] = n
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if _, ok := out["HeapInuse"]; !ok {
+		return nil, fmt.Errorf("profile: no runtime.MemStats in the heap profile")
+	}
+	return out, nil
+}

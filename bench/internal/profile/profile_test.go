@@ -2,6 +2,7 @@ package profile
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -114,5 +115,39 @@ func TestParseDur(t *testing.T) {
 	}
 	if _, err := ParseTop("no table here"); err == nil {
 		t.Error("ParseTop accepted text without a table")
+	}
+}
+
+func TestParseMemStats(t *testing.T) {
+	const heap = `heap profile: 3: 1024 [10: 4096] @ heap/1048576
+1: 512 [1: 512] @ 0x4a1 0x4b2
+#	0x4a1	main.f+0x1	/x.go:1
+
+# runtime.MemStats
+# Alloc = 1234
+# Sys = 9999
+# HeapInuse = 4096
+# HeapIdle = 8192
+# HeapReleased = 4096
+# Stack = 65536 / 65536
+# PauseNs = [0 0 0]
+# NumGC = 3
+# DebugGC = false
+`
+	m, err := ParseMemStats(strings.NewReader(heap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]uint64{"Alloc": 1234, "Sys": 9999, "HeapInuse": 4096, "HeapIdle": 8192, "HeapReleased": 4096, "Stack": 65536, "NumGC": 3}
+	if len(m) != len(want) {
+		t.Errorf("got %v, want %v", m, want)
+	}
+	for k, v := range want {
+		if m[k] != v {
+			t.Errorf("%s = %d, want %d", k, m[k], v)
+		}
+	}
+	if _, err := ParseMemStats(strings.NewReader("heap profile: 0: 0 [0: 0] @ heap/1\n")); err == nil {
+		t.Error("a profile without MemStats parsed")
 	}
 }

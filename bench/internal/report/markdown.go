@@ -39,6 +39,9 @@ func Markdown(w io.Writer, s *Suite, charts []ChartFile) error {
 			formatRatio(r.Ratio), verdictMD(r.Verdict), ceiling)
 	}
 	m.line("")
+	if len(s.Misses) > 0 {
+		m.p("Each missed target has a section below (*Missed: …*): what bounds it and, for a workload's target, a CPU profile of revd running the workload again.")
+	}
 
 	m.h("etcd gRPC API, driven by etcd's benchmark tool")
 	m.p("Both servers were started fresh (new data directory, fsync on) and ran the workloads below in this order, each workload against etcd and right after against revd (one server loaded at a time; the other idle). Latencies are per request, as the tool measures them.")
@@ -117,32 +120,19 @@ func Markdown(w io.Writer, s *Suite, charts []ChartFile) error {
 
 	if p := s.Profile; p != nil {
 		m.h("revd write path: CPU profile")
-		if p.Err != "" {
-			m.p("The profile failed: %s", oneLine(p.Err))
-		} else {
-			m.p("CPU profile of revd during %s: %s of CPU sampled in %s. Files: [%s](%s) (`go tool pprof -http=: revd %s`), full `go tool pprof -top`: [%s](%s).",
-				p.Workload, formatDuration(p.Total), formatDuration(p.Duration), p.File, p.File, p.File, p.TopFile, p.TopFile)
-			m.p("**CPU by component** (own time of the functions of each part):")
-			m.row("component", "CPU", "share")
-			m.sep(3)
-			for _, c := range p.Components {
-				m.row(c.Name, formatDuration(c.Flat), share(c.Flat, p.Total))
+		m.profile(p, "where the write path spends")
+	}
+
+	if len(s.Misses) > 0 {
+		for _, ms := range s.Misses {
+			m.h("Missed: " + ms.Target)
+			for _, l := range ms.Bound {
+				m.line("- " + oneLine(l))
 			}
 			m.line("")
-			m.p("**Top functions by own time** (`go tool pprof -top`):")
-			m.row("function", "flat", "flat%", "cum", "cum%")
-			m.sep(5)
-			for _, n := range p.TopFlat {
-				m.row("`"+n.Name+"`", formatDuration(n.Flat), share(n.Flat, p.Total), formatDuration(n.Cum), share(n.Cum, p.Total))
+			if ms.Profile != nil {
+				m.profile(ms.Profile, "where revd spends on this workload")
 			}
-			m.line("")
-			m.p("**revd functions by cumulative time** (where the write path spends, including callees):")
-			m.row("function", "cum", "cum%")
-			m.sep(3)
-			for _, n := range p.TopRevd {
-				m.row("`"+n.Name+"`", formatDuration(n.Cum), share(n.Cum, p.Total))
-			}
-			m.line("")
 		}
 	}
 
@@ -257,4 +247,36 @@ var method = []string{
 	"**NATS API** (revd only): the harness's load generator (`revd/gateway/natsclient`) sends the same requests as the tool, with N clients sharing M NATS connections.",
 	"**restart time** (revd only): from exec of `revd` on a journal written with the journal package to the first answered Range.",
 	"**CPU profile** (revd only): `net/http/pprof` of revd (`--pprof`) while the tool runs the 100-client put load, summarized from `go tool pprof -top`; components sum the own (flat) time of their functions.",
+}
+
+// profile writes a CPU profile's summary tables; where says what the
+// cumulative table shows.
+func (m *mdWriter) profile(p *Profile, where string) {
+	if p.Err != "" {
+		m.p("The profile failed: %s", oneLine(p.Err))
+		return
+	}
+	m.p("CPU profile of revd during %s: %s of CPU sampled in %s. Files: [%s](%s) (`go tool pprof -http=: revd %s`), full `go tool pprof -top`: [%s](%s).",
+		p.Workload, formatDuration(p.Total), formatDuration(p.Duration), p.File, p.File, p.File, p.TopFile, p.TopFile)
+	m.p("**CPU by component** (own time of the functions of each part):")
+	m.row("component", "CPU", "share")
+	m.sep(3)
+	for _, c := range p.Components {
+		m.row(c.Name, formatDuration(c.Flat), share(c.Flat, p.Total))
+	}
+	m.line("")
+	m.p("**Top functions by own time** (`go tool pprof -top`):")
+	m.row("function", "flat", "flat%", "cum", "cum%")
+	m.sep(5)
+	for _, n := range p.TopFlat {
+		m.row("`"+n.Name+"`", formatDuration(n.Flat), share(n.Flat, p.Total), formatDuration(n.Cum), share(n.Cum, p.Total))
+	}
+	m.line("")
+	m.p("**revd functions by cumulative time** (%s, including callees):", where)
+	m.row("function", "cum", "cum%")
+	m.sep(3)
+	for _, n := range p.TopRevd {
+		m.row("`"+n.Name+"`", formatDuration(n.Cum), share(n.Cum, p.Total))
+	}
+	m.line("")
 }

@@ -50,8 +50,12 @@ type Workload struct {
 	// the harness's own driver).
 	Command string
 	// Chart asks for a latency-percentile chart of this workload.
-	Chart      bool
-	Etcd, Revd Run
+	Chart bool
+	// Related, if set, is the ID of a workload that explains this one's
+	// latency (watch-latency's own puts), quoted with RelatedNote when a
+	// latency target on this one is missed.
+	Related, RelatedNote string
+	Etcd, Revd           Run
 }
 
 // Run returns the run of the given server ("etcd" or "revd").
@@ -186,8 +190,11 @@ type Suite struct {
 	Figures   []*Figure
 	NATS      []NATSRun
 	Restarts  []Restart
-	Profile   *Profile
-	Targets   []Target
+	// Profile is the write path's CPU profile.
+	Profile *Profile
+	// Misses explain the missed targets.
+	Misses  []Miss
+	Targets []Target
 	// Notes are warnings worth reading (a tmpfs data directory, failed
 	// steps).
 	Notes []string

@@ -62,6 +62,14 @@ func fixture() *Suite {
 			Components: []ProfileLine{{Name: "syscalls", Flat: 5 * time.Second}, {Name: "revd", Flat: time.Second}},
 			TopFlat:    []ProfileLine{{Name: "syscall.Syscall6", Flat: 5 * time.Second, Cum: 5 * time.Second}},
 			TopRevd:    []ProfileLine{{Name: "revd/actors/sequencer.(*writer).run", Flat: 0, Cum: 4 * time.Second}}},
+		Misses: []Miss{
+			{Target: "put 100/10", Bound: []string{"revd served 1,000/s.", "Bound: CPU."},
+				Profile: &Profile{Workload: "put again", File: "m.pprof", TopFile: "m.top.txt", Duration: 10 * time.Second, Total: 12 * time.Second,
+					Components: []ProfileLine{{Name: "syscalls", Flat: 6 * time.Second}},
+					TopFlat:    []ProfileLine{{Name: "syscall.Syscall6", Flat: 6 * time.Second, Cum: 6 * time.Second}},
+					TopRevd:    []ProfileLine{{Name: "revd/server.(*Server).StartWrite", Cum: 2 * time.Second}}}},
+			{Target: "rss", Bound: []string{"revd 100 MiB against etcd's 80.0 MiB."}},
+		},
 		Targets: []Target{
 			{Name: "put 100/10", Ref: "put-100x10", Metric: Throughput, AtLeast: true, Want: 2},
 			{Name: "put 1/1", Ref: "put-1x1", Metric: Throughput, AtLeast: true, Want: 1.2},
