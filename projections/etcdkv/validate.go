@@ -52,16 +52,24 @@ func CheckTxn(r *pb.TxnRequest, maxOps int) error {
 	if err := checkTxnRequest(r, maxOps); err != nil {
 		return err
 	}
-	if _, _, err := checkIntervals(r.Success); err != nil {
+	if err := checkBranch(r.Success); err != nil {
 		return err
 	}
-	if _, _, err := checkIntervals(r.Failure); err != nil {
+	return checkBranch(r.Failure)
+}
+
+// checkBranch applies the duplicate-key rules to one branch of a
+// transaction. A branch of at most one operation that is not itself a
+// transaction (the common put-if or get-then-put) has nothing to collide
+// with, and is passed without building the sets the rules need.
+func checkBranch(reqs []*pb.RequestOp) error {
+	if len(reqs) == 0 || (len(reqs) == 1 && reqs[0].GetRequestTxn() == nil) {
+		return nil
+	}
+	if _, _, err := checkIntervals(reqs); err != nil {
 		return err
 	}
-	if err := checkFromKeyDeletes(r.Success); err != nil {
-		return err
-	}
-	return checkFromKeyDeletes(r.Failure)
+	return checkFromKeyDeletes(reqs)
 }
 
 // checkFromKeyDeletes refuses what etcd's duplicate-key rules let through
