@@ -58,6 +58,8 @@ type conn struct {
 	wake       sync.Cond // the writer waits here for work
 	sent       sync.Cond // SendMsg waits here for its data to leave
 	out        []byte    // framed bytes for the writer to send
+	lastData   int       // offset in out of its last DATA frame (-1: none)
+	lastDataID uint32    // and that frame's stream
 	fw         *http2.Framer
 	henc       *hpack.Encoder
 	hbuf       bytes.Buffer
@@ -97,6 +99,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		sendWin:   initialPeerWindow,
 		peerWin:   initialPeerWindow,
 		peerFrame: defaultFrame,
+		lastData:  -1,
 		streamWin: uint32(min(s.opts.MaxRecvMsgSize+(64<<10), math.MaxInt32)),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -444,14 +447,19 @@ var statusOK = status.New(codes.OK, "")
 
 // encode marshals m behind gRPC's 5-byte message prefix.
 func encode(m proto.Message) ([]byte, error) {
-	opts := proto.MarshalOptions{}
-	size := opts.Size(m)
-	b := make([]byte, 5, 5+size)
+	return appendEncoded(make([]byte, 0, 5+proto.Size(m)), m)
+}
+
+// appendEncoded appends m to b as a gRPC message: uncompressed, its length,
+// its bytes. The size must be cached (proto.Size) before.
+func appendEncoded(b []byte, m proto.Message) ([]byte, error) {
+	start := len(b)
+	b = append(b, 0, 0, 0, 0, 0)
 	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, m)
 	if err != nil {
-		return nil, err
+		return b[:start], err
 	}
-	binary.BigEndian.PutUint32(b[1:5], uint32(len(b)-5))
+	binary.BigEndian.PutUint32(b[start+1:start+5], uint32(len(b)-start-5))
 	return b, nil
 }
 
@@ -517,6 +525,7 @@ func (c *conn) writeLoop() {
 		}
 		yielded = false
 		buf, c.out = c.out, buf[:0]
+		c.lastData = -1
 		c.taken.Broadcast()
 		c.mu.Unlock()
 		if _, err := c.nc.Write(buf); err != nil {
@@ -532,6 +541,7 @@ func (c *conn) flushNow() {
 	c.mu.Lock()
 	buf := c.out
 	c.out = nil
+	c.lastData = -1
 	c.mu.Unlock()
 	if len(buf) > 0 {
 		c.nc.SetWriteDeadline(time.Now().Add(time.Second))
@@ -607,7 +617,7 @@ func (c *conn) pumpLocked(s *stream) {
 			c.kickLocked()
 			return
 		}
-		c.fw.WriteData(s.id, false, s.pend[:n])
+		c.appendDataLocked(s.id, s.pend[:n])
 		s.pend = s.pend[n:]
 		s.sendWin -= int64(n)
 		c.sendWin -= int64(n)
@@ -622,6 +632,32 @@ func (c *conn) pumpLocked(s *stream) {
 	}
 	c.kickLocked()
 }
+
+// appendDataLocked frames data for stream id. If the last frame waiting
+// in c.out is a DATA frame of the same stream with room for data, it grows
+// that frame instead of starting one: messages sent back to back on a
+// stream (a watch stream's responses to one revision, one per watcher)
+// then reach the client as one frame, which its transport takes in one go
+// instead of waking the stream's reader once per message. gRPC messages
+// are a byte stream on the HTTP/2 stream, so where frames split them does
+// not matter to a client.
+func (c *conn) appendDataLocked(id uint32, data []byte) {
+	if o := c.lastData; o >= 0 && c.lastDataID == id {
+		h := c.out[o : o+frameHeaderLen]
+		n := int(h[0])<<16 | int(h[1])<<8 | int(h[2])
+		if o+frameHeaderLen+n == len(c.out) && n+len(data) <= c.peerFrame {
+			n += len(data)
+			h[0], h[1], h[2] = byte(n>>16), byte(n>>8), byte(n)
+			c.out = append(c.out, data...)
+			return
+		}
+	}
+	c.lastData, c.lastDataID = len(c.out), id
+	c.fw.WriteData(id, false, data)
+}
+
+// frameHeaderLen is the size of an HTTP/2 frame header.
+const frameHeaderLen = 9
 
 // unblockLocked resumes the streams that waited for window.
 func (c *conn) unblockLocked() {

@@ -145,6 +145,40 @@ func (ss *serverStream) SendMsg(m any) error {
 	if err != nil {
 		return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
 	}
+	return ss.send(data)
+}
+
+// MultiSender is implemented by the grpc.ServerStream of every streaming
+// call grpcwire serves (reach it through grpc.GenericServerStream's
+// ServerStream field).
+type MultiSender interface {
+	// SendMsgs sends ms in order, as many SendMsg calls would, but queues
+	// them at once: the client gets them together, in as few frames as
+	// the frame size allows, and its transport wakes the stream's reader
+	// once rather than once per message.
+	SendMsgs(ms []proto.Message) error
+}
+
+var _ MultiSender = (*serverStream)(nil)
+
+// SendMsgs implements MultiSender.
+func (ss *serverStream) SendMsgs(ms []proto.Message) error {
+	size := 0
+	for _, m := range ms {
+		size += 5 + proto.Size(m)
+	}
+	data := make([]byte, 0, size)
+	for _, m := range ms {
+		var err error
+		if data, err = appendEncoded(data, m); err != nil {
+			return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
+		}
+	}
+	return ss.send(data)
+}
+
+// send queues encoded messages and waits until they have left.
+func (ss *serverStream) send(data []byte) error {
 	s := ss.s
 	c := s.c
 	c.mu.Lock()
