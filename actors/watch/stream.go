@@ -22,6 +22,17 @@ type Sink interface {
 	Send(*pb.WatchResponse) error
 }
 
+// BatchSink is a Sink that can send several responses at once (grpcwire's
+// streams can: see grpcwire.MultiSender). The stream hands it every
+// response it has queued, in order, up to maxBatch at a time.
+type BatchSink interface {
+	Sink
+	SendBatch([]*pb.WatchResponse) error
+}
+
+// maxBatch bounds the responses given to one SendBatch call.
+const maxBatch = 128
+
 // Budget bounds the events buffered for clients across every stream of a
 // server. A stream that would go over it (or over its own bound) gets no
 // more responses from the hub: its watchers fall behind (become unsynced)
@@ -70,6 +81,8 @@ type Stream struct {
 	nextID   int64
 
 	unsynced int // hub state: this stream's unsynced watchers
+
+	batch []*pb.WatchResponse // Run's scratch
 }
 
 type item struct {
@@ -229,34 +242,76 @@ func (s *Stream) Run() error {
 		items := s.queue
 		s.queue = spare[:0]
 		s.mu.Unlock()
-		for i, it := range items {
-			if it.w != nil && it.w.canceled.Load() {
-				s.mu.Lock()
-				s.release(items[i : i+1])
-				s.mu.Unlock()
-				continue
-			}
-			s.opts.Fill(it.resp.Header)
-			var err error
-			if it.w != nil && it.w.fragment {
-				err = sendFragments(it.resp, s.opts.MaxResponseBytes, s.opts.Sink.Send)
-			} else {
-				err = s.opts.Sink.Send(it.resp)
-			}
-			if err != nil {
-				s.mu.Lock()
-				s.release(items[i:])
-				s.mu.Unlock()
-				s.Close()
-				return err
-			}
-			s.mu.Lock()
-			s.release(items[i : i+1])
-			s.mu.Unlock()
+		if err := s.sendItems(items); err != nil {
+			s.Close()
+			return err
 		}
 		clear(items)
 		spare = items
 	}
+}
+
+// sendItems sends what Run took from the queue, in order, releasing each
+// item's events once it is sent (or skipped: its watcher was canceled).
+// Responses go out in batches where the sink takes them; a watcher that
+// asked for fragments has its response split and sent on its own.
+func (s *Stream) sendItems(items []item) error {
+	bs, _ := s.opts.Sink.(BatchSink)
+	batch := s.batch[:0]
+	defer func() { clear(batch); s.batch = batch[:0] }()
+	done := 0 // items[:done] are released
+	flush := func(to int) error {
+		var err error
+		switch {
+		case len(batch) == 0:
+		case bs != nil && len(batch) > 1:
+			err = bs.SendBatch(batch)
+		default:
+			for _, r := range batch {
+				if err = s.opts.Sink.Send(r); err != nil {
+					break
+				}
+			}
+		}
+		clear(batch)
+		batch = batch[:0]
+		if err != nil {
+			to = len(items) // nothing more is sent
+		}
+		s.mu.Lock()
+		s.release(items[done:to])
+		s.mu.Unlock()
+		done = to
+		return err
+	}
+	for i, it := range items {
+		if it.w != nil && it.w.canceled.Load() {
+			continue // released with the batch around it
+		}
+		s.opts.Fill(it.resp.Header)
+		if it.w != nil && it.w.fragment {
+			if err := flush(i); err != nil {
+				return err
+			}
+			if err := sendFragments(it.resp, s.opts.MaxResponseBytes, s.opts.Sink.Send); err != nil {
+				s.mu.Lock()
+				s.release(items[done:])
+				s.mu.Unlock()
+				return err
+			}
+			if err := flush(i + 1); err != nil {
+				return err
+			}
+			continue
+		}
+		batch = append(batch, it.resp)
+		if len(batch) == maxBatch {
+			if err := flush(i + 1); err != nil {
+				return err
+			}
+		}
+	}
+	return flush(len(items))
 }
 
 func (s *Stream) enqueueLocked(it item) {

@@ -5,7 +5,11 @@ import (
 	"io"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
+	"revd/actors/watch"
+	"revd/gateway/grpcwire"
 	"revd/server"
 )
 
@@ -20,8 +24,38 @@ type grpcSink struct{ gs pb.Watch_WatchServer }
 
 func (s grpcSink) Send(r *pb.WatchResponse) error { return s.gs.Send(r) }
 
+// batchSink is the sink of a stream served by grpcwire, which sends a
+// batch of responses at once.
+type batchSink struct {
+	grpcSink
+	ms grpcwire.MultiSender
+	// msgs is SendBatch's scratch (Run calls it from one goroutine).
+	msgs []proto.Message
+}
+
+func (s *batchSink) SendBatch(rs []*pb.WatchResponse) error {
+	msgs := s.msgs[:0]
+	for _, r := range rs {
+		msgs = append(msgs, r)
+	}
+	err := s.ms.SendMsgs(msgs)
+	clear(msgs)
+	s.msgs = msgs[:0]
+	return err
+}
+
+// sinkFor returns gs's sink: a batching one under grpcwire.
+func sinkFor(gs pb.Watch_WatchServer) watch.Sink {
+	if g, ok := gs.(*grpc.GenericServerStream[pb.WatchRequest, pb.WatchResponse]); ok {
+		if ms, ok := g.ServerStream.(grpcwire.MultiSender); ok {
+			return &batchSink{grpcSink: grpcSink{gs}, ms: ms}
+		}
+	}
+	return grpcSink{gs}
+}
+
 func (w *watchServer) Watch(gs pb.Watch_WatchServer) error {
-	st := w.srv.NewWatchStream(grpcSink{gs})
+	st := w.srv.NewWatchStream(sinkFor(gs))
 	defer st.Close()
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- st.Run() }()
