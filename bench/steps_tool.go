@@ -22,7 +22,7 @@ func (h *harness) addWorkloadRows(tr toolRun) {
 		}
 		h.suite.Workloads = append(h.suite.Workloads, &report.Workload{
 			ID: r.id, Name: r.name, Clients: tr.clients, Conns: tr.conns, Chart: r.chart,
-			Related: r.related, RelatedNote: r.relatedNote,
+			Related: r.related, RelatedNote: r.relatedNote, Aside: r.aside,
 			Command: "benchmark " + strings.Join(tr.args("ENDPOINT").Args(), " "),
 		})
 	}

@@ -61,6 +61,9 @@ func Markdown(w io.Writer, s *Suite, charts []ChartFile) error {
 	m.sep(8)
 	for _, wl := range s.Workloads {
 		e, r := runValue(&wl.Etcd, "cpu"), runValue(&wl.Revd, "cpu")
+		if wl.Aside {
+			continue // its CPU is its run's other row's
+		}
 		m.row(wl.Name, formatValue(e, Seconds), formatValue(r, Seconds), formatRatio(ratio(e, r)),
 			formatValue(runValue(&wl.Etcd, "client-cpu"), Seconds), formatValue(runValue(&wl.Revd, "client-cpu"), Seconds),
 			formatValue(s.Ceiling(&wl.Etcd), PerSecond), formatValue(s.Ceiling(&wl.Revd), PerSecond))

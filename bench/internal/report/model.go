@@ -55,7 +55,10 @@ type Workload struct {
 	// latency (watch-latency's own puts), quoted with RelatedNote when a
 	// latency target on this one is missed.
 	Related, RelatedNote string
-	Etcd, Revd           Run
+	// Aside marks a row that shows a side of another row's run (the puts
+	// of watch-latency): the CPU per request is that row's alone.
+	Aside      bool
+	Etcd, Revd Run
 }
 
 // Run returns the run of the given server ("etcd" or "revd").

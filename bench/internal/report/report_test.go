@@ -47,6 +47,8 @@ func fixture() *Suite {
 				Etcd: ok(summary(500, time.Millisecond, time.Second)), Revd: Run{Status: Unimplemented}},
 			{ID: "watch-latency", Name: "watch-latency | pipes", Clients: 1, Conns: 1,
 				Etcd: ok(summary(100, time.Millisecond, time.Second)), Revd: Run{Status: Failed, Err: "benchmark watch-latency: exit status 1\nmore"}},
+			{ID: "watch-latency-puts", Name: "watch-latency: its puts", Clients: 1, Conns: 1, Aside: true,
+				Etcd: ok(summary(10, time.Millisecond, time.Second)), Revd: ok(summary(10, time.Millisecond, time.Second))},
 		},
 		Sweeps: []Sweep{{ID: "put", Name: "put", Points: []string{"put-1x1", "put-100x10", "missing"}}},
 		Figures: []*Figure{
