@@ -153,28 +153,45 @@ func (ss *serverStream) SendMsg(m any) error {
 // ServerStream field).
 type MultiSender interface {
 	// SendMsgs sends ms in order, as many SendMsg calls would, but queues
-	// them at once: the client gets them together, in as few frames as
-	// the frame size allows, and its transport wakes the stream's reader
-	// once rather than once per message.
+	// them together (up to maxSendMsgsBytes of them at a time): the client
+	// gets them in as few frames as the frame size allows, and its
+	// transport wakes the stream's reader once rather than once per
+	// message. A message that cannot be marshalled fails the call; the
+	// ones before it may have been sent.
 	SendMsgs(ms []proto.Message) error
 }
 
 var _ MultiSender = (*serverStream)(nil)
 
+// maxSendMsgsBytes bounds the encoded messages SendMsgs queues at once (a
+// larger message goes alone), so that a batch of large responses costs no
+// more memory than a few of them.
+const maxSendMsgsBytes = 256 << 10
+
 // SendMsgs implements MultiSender.
 func (ss *serverStream) SendMsgs(ms []proto.Message) error {
-	size := 0
-	for _, m := range ms {
-		size += 5 + proto.Size(m)
-	}
-	data := make([]byte, 0, size)
-	for _, m := range ms {
-		var err error
-		if data, err = appendEncoded(data, m); err != nil {
-			return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
+	for len(ms) > 0 {
+		n, size := 0, 0
+		for n < len(ms) {
+			sz := 5 + proto.Size(ms[n])
+			if n > 0 && size+sz > maxSendMsgsBytes {
+				break
+			}
+			n, size = n+1, size+sz
 		}
+		data := make([]byte, 0, size)
+		for _, m := range ms[:n] {
+			var err error
+			if data, err = appendEncoded(data, m); err != nil {
+				return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
+			}
+		}
+		if err := ss.send(data); err != nil {
+			return err
+		}
+		ms = ms[n:]
 	}
-	return ss.send(data)
+	return nil
 }
 
 // send queues encoded messages and waits until they have left.
