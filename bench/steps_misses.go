@@ -78,7 +78,7 @@ func memoryLines(mem proc.Memory, m map[string]uint64) []string {
 		out = append(out, fmt.Sprintf("Of the resident set, %s is file-backed (the executable's pages and mapped files) and %s anonymous; the Go heap and stacks above account for at most %s of that, and at least the other %s is memory outside the Go heap (Pebble's memtable and block cache live there) and the runtime's own structures.",
 			mib(mem.File), mib(mem.Anon), mib(goRes), mib(max(0, mem.Anon-goRes))))
 	}
-	return append(out, "Go's collector lets the heap grow to twice its live data before it runs (GOGC=100).")
+	return append(out, "By default (GOGC=100) Go's collector lets the heap grow to twice its live data before it runs.")
 }
 
 // recordMemory keeps what revd's memory is made of for the memory target's

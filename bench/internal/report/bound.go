@@ -64,7 +64,7 @@ func (s *Suite) throughputBound(r TargetResult, w *Workload) []string {
 			formatDuration(full), formatDuration(srv)))
 	default:
 		at := perRequestFor(cores*used, need, tool)
-		txt := fmt.Sprintf("Bound: not CPU alone; the cores were %.0f%% busy (waiting on the data sync, the clients' round trips and the scheduler).", 100*used)
+		txt := fmt.Sprintf("Bound: not CPU alone; the cores were %.0f%% busy (the rest of the time both processes waited: on I/O, on each other's answers, on the scheduler).", 100*used)
 		if at > 0 {
 			txt += fmt.Sprintf(" At that share, the target needs revd's CPU per request at or below %s (it used %s).", formatDuration(at), formatDuration(srv))
 		}

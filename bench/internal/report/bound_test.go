@@ -41,7 +41,7 @@ func TestBoundThroughput(t *testing.T) {
 	hasLine(t, lines, "revd served 18,000/s, 1.80× etcd's 10,000/s; the target needs 20,000/s.")
 	hasLine(t, lines, "revd 40.0 µs, etcd's benchmark tool 50.0 µs, on 2 shared cores")
 	hasLine(t, lines, "serves at most 22,222/s (2.22× etcd's); revd's run reached 81% of that")
-	hasLine(t, lines, "Bound: not CPU alone; the cores were 81% busy")
+	hasLine(t, lines, "Bound: not CPU alone; the cores were 81% busy (the rest of the time both processes waited")
 	hasLine(t, lines, "at or below 31.0 µs (it used 40.0 µs)")
 
 	// Ceiling 2 / 110 µs = 18,182/s < 20,000: CPU-bound; with every core
