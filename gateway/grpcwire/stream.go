@@ -54,9 +54,11 @@ func (s *stream) newContext() {
 	} else {
 		s.ctx, s.cancel = context.WithCancel(s.c.ctx)
 	}
-	if s.m.stream != nil {
+	if s.m.stream != nil && s.hasTimeout {
 		// A streaming handler waiting in RecvMsg or SendMsg wakes when
-		// its deadline passes, not only when the client resets.
+		// its deadline passes, not only when the client resets. (Without
+		// a deadline nothing else ends the context first: the connection
+		// ends its streams before it cancels its own context.)
 		s.stopAfter = context.AfterFunc(s.ctx, func() {
 			c := s.c
 			c.mu.Lock()
