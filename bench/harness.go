@@ -34,9 +34,9 @@ type harness struct {
 
 	// runs are the tool runs planned, by row ID (for missesStep).
 	runs map[string]toolRun
-	// revdHeap describes revd's Go heap when its memory figures were
-	// taken.
-	revdHeap []string
+	// revdMemory describes what revd's resident memory was made of when
+	// its memory figures were taken (see memoryLines).
+	revdMemory []string
 
 	failed bool
 }

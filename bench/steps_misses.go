@@ -23,7 +23,7 @@ func (h *harness) missesStep(ctx context.Context) (string, error) {
 		}
 		ms := report.Miss{Target: r.Name, Bound: h.suite.Bound(r)}
 		if r.Ref == figRSS {
-			ms.Bound = append(ms.Bound, h.revdHeap...)
+			ms.Bound = append(ms.Bound, h.revdMemory...)
 		}
 		if tr, ok := h.runs[r.Ref]; ok && r.Metric != report.FigureValue {
 			p := &report.Profile{Workload: h.suite.Workload(r.Ref).Name + " (etcd's benchmark tool, run again)",
@@ -89,8 +89,8 @@ func (h *harness) recordMemory(ctx context.Context, srv *proc.Server, mem proc.M
 	}
 	m, err := profile.MemStats(ctx, srv.PprofAddr)
 	if err != nil {
-		h.revdHeap = []string{"revd's runtime memory statistics could not be read: " + err.Error()}
+		h.revdMemory = []string{"revd's runtime memory statistics could not be read: " + err.Error()}
 		return
 	}
-	h.revdHeap = memoryLines(mem, m)
+	h.revdMemory = memoryLines(mem, m)
 }
