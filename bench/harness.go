@@ -136,6 +136,7 @@ func (h *harness) plan() []step {
 	// workload: this machine's speed drifts by tens of percent over
 	// minutes, and a drift then hits both servers alike.
 	kinds := []string{proc.Etcd, proc.Revd}
+	h.runs = map[string]toolRun{}
 	var phase []step
 	for _, tr := range toolRuns(h.sz, h.cfg.keySpace) {
 		if !h.selectedRun(tr) {
@@ -143,9 +144,6 @@ func (h *harness) plan() []step {
 		}
 		h.addWorkloadRows(tr)
 		for _, r := range tr.rows {
-			if h.runs == nil {
-				h.runs = map[string]toolRun{}
-			}
 			h.runs[r.id] = tr
 		}
 		for _, kind := range kinds {

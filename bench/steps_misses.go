@@ -28,7 +28,6 @@ func (h *harness) missesStep(ctx context.Context) (string, error) {
 		if tr, ok := h.runs[r.Ref]; ok && r.Metric != report.FigureValue {
 			p := &report.Profile{Workload: h.suite.Workload(r.Ref).Name + " (etcd's benchmark tool, run again)",
 				File: "revd-" + r.Ref + ".cpu.pprof", TopFile: "revd-" + r.Ref + ".top.txt"}
-			h.prog.SetCounter(nil)
 			if _, err := h.profile(ctx, p, h.endless(tr)); err != nil {
 				p.Err = err.Error()
 				if firstErr == nil {

@@ -24,28 +24,38 @@ import (
 func Capture(ctx context.Context, addr string, d time.Duration, path string) error {
 	secs := max(1, int(d.Round(time.Second)/time.Second))
 	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := get(ctx, url)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("profile: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("profile: GET %s: %s: %s", url, resp.Status, b)
-	}
+	defer body.Close()
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
+	if _, err := io.Copy(f, body); err != nil {
 		f.Close()
 		return fmt.Errorf("profile: reading %s: %w", url, err)
 	}
 	return f.Close()
+}
+
+// get GETs url and returns the body of a 200 answer.
+func get(ctx context.Context, url string) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("profile: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		return nil, fmt.Errorf("profile: GET %s: %s: %s", url, resp.Status, b)
+	}
+	return resp.Body, nil
 }
 
 // Top runs `go tool pprof -top` over every node of the profile (nothing
@@ -300,20 +310,12 @@ func (p *Parsed) TopCum(prefix string, n int) []Node {
 // server at addr: the "# Name = value" lines that /debug/pprof/heap?debug=1
 // ends with (runtime.MemStats), by name.
 func MemStats(ctx context.Context, addr string) (map[string]uint64, error) {
-	url := fmt.Sprintf("http://%s/debug/pprof/heap?debug=1", addr)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := get(ctx, fmt.Sprintf("http://%s/debug/pprof/heap?debug=1", addr))
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("profile: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("profile: GET %s: %s", url, resp.Status)
-	}
-	return ParseMemStats(resp.Body)
+	defer body.Close()
+	return ParseMemStats(body)
 }
 
 // ParseMemStats reads the "# Name = value" lines of a debug=1 heap
