@@ -113,20 +113,29 @@ func New(opts Options) (*Server, error) {
 }
 
 // onCommit publishes a durable batch: it runs on the writer goroutine after
-// the fsync and before any command of the batch is answered.
+// the fsync and before any command of the batch is answered. The revisions
+// become readable first (a client that sees an event and then reads must
+// find its revision), then the feed is told, before the key shards and the
+// lease actor: the goroutines each one wakes run in the order woken when
+// the cores are busy, and the feed's is the start of the longest path,
+// the one to the watchers.
 func (s *Server) onCommit(b *sequencer.Batch) {
-	if n := len(b.Records); n > 0 {
-		last := b.Records[n-1].Revision
-		s.committed.Store(last)
-		s.set.Dispatch(b.Records, last)
+	n := len(b.Records)
+	if n > 0 {
+		s.committed.Store(b.Records[n-1].Revision)
 	}
 	if b.Compact {
 		s.compactRev.Store(b.CompactRev)
+	}
+	s.publish(b)
+	if n > 0 {
+		s.set.Dispatch(b.Records, b.Records[n-1].Revision)
+	}
+	if b.Compact {
 		s.set.DispatchCompact(s.system.Root, b.CompactRev)
 		s.comp.schedule(b.CompactRev)
 	}
 	s.leaseCommitted(b)
-	s.publish(b)
 }
 
 // onFail stops writes for good: the sequencer's state is ahead of a journal

@@ -196,7 +196,25 @@ func (s *Server) run(fn func()) {
 	}
 }
 
+// worker runs calls handed to it until the server stops.
+//
+// Its loop runs one frame of workerFrame bytes above the goroutine's base,
+// which keeps the stack a handler has grown. The garbage collector halves
+// the stack of a parked goroutine that uses less than a quarter of it, and
+// the next handler then grows it back by copying; for lease-keepalive
+// (one short stream per renewal) that copying was about 6% of the server's
+// CPU. A parked worker using 4 KiB keeps a stack of up to 16 KiB, which is
+// what the handlers need.
 func (s *Server) worker() {
+	var frame [workerFrame]byte
+	s.workLoop(frame[:])
+}
+
+const workerFrame = 4 << 10
+
+//go:noinline
+func (s *Server) workLoop(frame []byte) {
+	frame[0] = 1 // the frame is part of the stack in use while parked
 	for {
 		select {
 		case fn := <-s.work:
