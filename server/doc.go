@@ -7,8 +7,9 @@
 // sequencer actor, which decides it against its own MVCC store, assigns the
 // next revision and queues it for the writer. The writer journals everything
 // queued as one batch with one fsync, then publishes the batch (committed
-// revision, shard messages, compaction) and only then answers every command
-// in it. Nothing is visible or acknowledged before its fsync.
+// revision and compaction, the commit feed, shard messages, lease changes)
+// and only then answers every command in it. Nothing is visible or
+// acknowledged before its fsync.
 //
 // The path of a read: Range and read-only Txn never touch the sequencer. A
 // read, linearizable or serializable, takes the committed revision at its
