@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Markdown writes the report. charts are the files written next to it
@@ -231,13 +232,22 @@ func share(d, total time.Duration) string {
 	return fmt.Sprintf("%.1f%%", 100*float64(d)/float64(total))
 }
 
+// oneLine joins s's lines into one, and cuts an overlong one (an error
+// message quoting a whole output, say) at a character boundary.
 func oneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 400 {
-		s = s[:397] + "..."
+	if len(s) > maxLine {
+		cut := maxLine - 3
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "..."
 	}
 	return s
 }
+
+// maxLine bounds a report line made by oneLine.
+const maxLine = 1500
 
 // method explains the measures, in the order of the report.
 var method = []string{
