@@ -8,6 +8,7 @@ import (
 	"revd/bench/internal/proc"
 	"revd/bench/internal/profile"
 	"revd/bench/internal/report"
+	"revd/bench/internal/watchorder"
 )
 
 // missesStep explains every target missed so far: what bounds it (from the
@@ -24,6 +25,9 @@ func (h *harness) missesStep(ctx context.Context) (string, error) {
 		ms := report.Miss{Target: r.Name, Bound: h.suite.Bound(r)}
 		if r.Ref == figRSS {
 			ms.Bound = append(ms.Bound, h.revdMemory...)
+		}
+		if r.Ref == watchLatencyID {
+			ms.Bound = append(ms.Bound, h.watchOrderLines(ctx)...)
 		}
 		if tr, ok := h.runs[r.Ref]; ok && r.Metric != report.FigureValue {
 			p := &report.Profile{Workload: h.suite.Workload(r.Ref).Name + " (etcd's benchmark tool, run again)",
@@ -43,6 +47,30 @@ func (h *harness) missesStep(ctx context.Context) (string, error) {
 		return "no target missed", firstErr
 	}
 	return "explained: " + strings.Join(names, ", "), firstErr
+}
+
+// watchOrderLines replays watch-latency's layout against both servers with
+// etcd's Go client and says, for each, what makes the tool's p99 (see
+// package watchorder).
+func (h *harness) watchOrderLines(ctx context.Context) []string {
+	out := []string{fmt.Sprintf("Replayed against both servers (harness, bench/internal/watchorder: etcd's Go client, the tool's layout of 10 streams × 10 watchers on one connection, %d puts at %d/s from another, a token bucket that starts full), timing each put's answer and each of its events on the client:",
+		h.sz.watchPuts, h.sz.watchRate)}
+	for _, kind := range []string{proc.Etcd, proc.Revd} {
+		srv, err := h.server(kind)
+		if err == nil {
+			var puts []watchorder.Put
+			puts, err = watchorder.Run(ctx, watchorder.Config{Endpoint: srv.Endpoint, Puts: h.sz.watchPuts, Rate: h.sz.watchRate,
+				KeySize: keySize, ValSize: valSize})
+			if err == nil {
+				for _, l := range watchorder.Analyze(puts).Lines() {
+					out = append(out, kind+", "+l)
+				}
+				continue
+			}
+		}
+		out = append(out, kind+": the replay failed: "+err.Error())
+	}
+	return out
 }
 
 // endless is tr made to outlast a profile: a request total no run reaches,

@@ -2,38 +2,14 @@ package watchload
 
 import (
 	"context"
-	"net"
 	"sync/atomic"
 	"testing"
 
-	"revd/gateway/grpcapi"
-	"revd/server"
+	"revd/bench/internal/revdtest"
 )
 
-// startRevd serves an in-process revd on a loopback port.
-func startRevd(t *testing.T) string {
-	t.Helper()
-	srv, err := server.New(server.Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpcapi.NewWire(srv, grpcapi.Options{})
-	go gs.Serve(ln)
-	t.Cleanup(func() {
-		gs.Stop()
-		if err := srv.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return ln.Addr().String()
-}
-
 func TestOpenIdleAndFanOut(t *testing.T) {
-	ep := startRevd(t)
+	ep := revdtest.Start(t)
 	ctx := context.Background()
 
 	set, err := OpenIdle(ctx, ep, "idle/", Layout{Watchers: 25, Streams: 4, Conns: 2})
