@@ -166,7 +166,7 @@ func (h *harness) plan() []step {
 		}
 	}
 	if len(phase) > 0 {
-		phase = append(phase, step{"revd: explain the missed targets (a CPU profile of each one's workload)", h.missesStep})
+		phase = append(phase, step{"explain the missed targets (a CPU profile of revd on each one's workload; watch-latency replayed on both servers)", h.missesStep})
 		for _, kind := range kinds {
 			steps = append(steps, step{"start a fresh " + kind, h.startStep(kind, "main", true)})
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"revd/bench/internal/proc"
 	"revd/bench/internal/profile"
@@ -13,7 +14,8 @@ import (
 
 // missesStep explains every target missed so far: what bounds it (from the
 // suite's figures) and, for a workload's target, a CPU profile of revd
-// running that workload again. It runs after the gRPC workloads and the
+// running that workload again; a missed watch-latency is also replayed
+// against both servers (watchOrderLines). It runs after the gRPC workloads and the
 // memory figures, on the same revd.
 func (h *harness) missesStep(ctx context.Context) (string, error) {
 	var names []string
@@ -27,7 +29,11 @@ func (h *harness) missesStep(ctx context.Context) (string, error) {
 			ms.Bound = append(ms.Bound, h.revdMemory...)
 		}
 		if r.Ref == watchLatencyID {
-			ms.Bound = append(ms.Bound, h.watchOrderLines(ctx)...)
+			lines, err := h.watchOrderLines(ctx)
+			ms.Bound = append(ms.Bound, lines...)
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
 		}
 		if tr, ok := h.runs[r.Ref]; ok && r.Metric != report.FigureValue {
 			p := &report.Profile{Workload: h.suite.Workload(r.Ref).Name + " (etcd's benchmark tool, run again)",
@@ -51,16 +57,20 @@ func (h *harness) missesStep(ctx context.Context) (string, error) {
 
 // watchOrderLines replays watch-latency's layout against both servers with
 // etcd's Go client and says, for each, what makes the tool's p99 (see
-// package watchorder).
-func (h *harness) watchOrderLines(ctx context.Context) []string {
+// package watchorder). A failed replay is said in the lines and returned.
+func (h *harness) watchOrderLines(ctx context.Context) ([]string, error) {
 	out := []string{fmt.Sprintf("Replayed against both servers (harness, bench/internal/watchorder: etcd's Go client, the tool's layout of 10 streams × 10 watchers on one connection, %d puts at %d/s from another, a token bucket that starts full), timing each put's answer and each of its events on the client:",
 		h.sz.watchPuts, h.sz.watchRate)}
+	var firstErr error
 	for _, kind := range []string{proc.Etcd, proc.Revd} {
 		srv, err := h.server(kind)
 		if err == nil {
+			// As long as the tool's own run may take.
+			rctx, cancel := context.WithTimeout(ctx, time.Duration(h.sz.watchPuts/h.sz.watchRate)*time.Second+time.Minute)
 			var puts []watchorder.Put
-			puts, err = watchorder.Run(ctx, watchorder.Config{Endpoint: srv.Endpoint, Puts: h.sz.watchPuts, Rate: h.sz.watchRate,
+			puts, err = watchorder.Run(rctx, watchorder.Config{Endpoint: srv.Endpoint, Puts: h.sz.watchPuts, Rate: h.sz.watchRate,
 				KeySize: keySize, ValSize: valSize})
+			cancel()
 			if err == nil {
 				for _, l := range watchorder.Analyze(puts).Lines() {
 					out = append(out, kind+", "+l)
@@ -69,8 +79,11 @@ func (h *harness) watchOrderLines(ctx context.Context) []string {
 			}
 		}
 		out = append(out, kind+": the replay failed: "+err.Error())
+		if firstErr == nil {
+			firstErr = fmt.Errorf("replaying watch-latency against %s: %w", kind, err)
+		}
 	}
-	return out
+	return out, firstErr
 }
 
 // endless is tr made to outlast a profile: a request total no run reaches,

@@ -13,7 +13,7 @@ func TestOneLine(t *testing.T) {
 	// An overlong line is cut before a whole character, never inside one.
 	long := strings.Repeat("µ", maxLine)
 	got := oneLine(long)
-	if len(got) > maxLine || !strings.HasSuffix(got, "...") || !utf8.ValidString(got) {
+	if len(got) > maxLine || len(got) < maxLine-6 || !strings.HasSuffix(got, "...") || !utf8.ValidString(got) {
 		t.Errorf("cut line: %d bytes, valid UTF-8 %v, suffix %q", len(got), utf8.ValidString(got), got[len(got)-5:])
 	}
 	short := strings.Repeat("x", maxLine)

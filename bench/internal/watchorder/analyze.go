@@ -116,10 +116,14 @@ func pick(ds []time.Duration, p float64) time.Duration {
 // Lines describes the analysis, one finding per line: the p99 and where
 // its events come from, the server's order, the client's pace.
 func (a Analysis) Lines() []string {
+	steady := "—"
+	if a.Burst < a.Puts {
+		steady = fmtDur(a.SteadyP99)
+	}
 	return []string{
 		fmt.Sprintf("p99 %s: the first %d puts (sent back to back while the token bucket was full) %s, the other %d %s; "+
 			"the events at or above the p99 belong to %d of the %d puts, whose events reached their watchers over %s (median).",
-			fmtDur(a.P99), a.Burst, fmtDur(a.BurstP99), a.Puts-a.Burst, fmtDur(a.SteadyP99),
+			fmtDur(a.P99), a.Burst, fmtDur(a.BurstP99), a.Puts-a.Burst, steady,
 			a.TailPuts, a.Puts, fmtDur(a.TailSpread)),
 		fmt.Sprintf("order: a put's first event reached the client %s after its answer at p50, %s at p90 (negative: before it); it came first for %.0f%% of the puts.",
 			fmtDur(a.FirstP50), fmtDur(a.FirstP90), 100*a.FirstBefore),

@@ -20,11 +20,12 @@ func put(paced bool, answer int, evs ...int) Put {
 
 func TestAnalyze(t *testing.T) {
 	var puts []Put
-	// Two back-to-back puts whose events trail the answer by 1–4 ms.
-	puts = append(puts, put(false, 0, 1000, 2000, 3000, 4000), put(false, 0, 1000, 1500, 2000, 2500))
+	// Two back-to-back puts whose events trail the answer by 1–4 ms, in
+	// no particular order of watchers.
+	puts = append(puts, put(false, 0, 3000, 1000, 4000, 2000), put(false, 0, 2000, 1000, 2000, 1500))
 	// 98 paced puts: one event before the answer, three 100–300 µs after.
 	for range 98 {
-		puts = append(puts, put(true, 500, 400, 600, 700, 800))
+		puts = append(puts, put(true, 500, 700, 400, 800, 600))
 	}
 	a := Analyze(puts)
 	us := func(n int) time.Duration { return time.Duration(n) * time.Microsecond }
@@ -33,7 +34,9 @@ func TestAnalyze(t *testing.T) {
 		got, want time.Duration
 	}{
 		// 400 events, 392 steady ones of 0–300 µs, then 1000, 1000, 1500,
-		// 2000, 2000, ...: the p99 is the one at index 396 (i*100/400 >= 99).
+		// 2000, 2000, 2000, ...: the p99 is the one at index 396
+		// (i*100/400 >= 99). The second put's latest event is exactly the
+		// p99: it counts among the tail's puts.
 		{"P99", a.P99, us(2000)},
 		// Too few events for a p99 of their own: the largest.
 		{"BurstP99", a.BurstP99, us(4000)},
@@ -59,6 +62,13 @@ func TestAnalyze(t *testing.T) {
 		if !strings.Contains(lines[i], want) {
 			t.Errorf("line %d lacks %q: %s", i, want, lines[i])
 		}
+	}
+}
+
+func TestLinesWithoutPacedPuts(t *testing.T) {
+	a := Analyze([]Put{put(false, 0, 100, 200), put(false, 0, 300, 400)})
+	if l := a.Lines()[0]; !strings.Contains(l, "the first 2 puts") || !strings.Contains(l, "the other 0 —") {
+		t.Errorf("a replay all of whose puts went at once: %s", l)
 	}
 }
 

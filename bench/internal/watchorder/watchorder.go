@@ -22,7 +22,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -69,8 +68,9 @@ func (c *Config) norm() {
 
 // Put is what the client saw of one put.
 type Put struct {
-	// Paced reports whether the put waited for the token bucket (false for
-	// the opening burst).
+	// Paced reports whether the put waited for the token bucket: false for
+	// the opening burst, and for any later put that found a token because
+	// the one before it took longer than 1/Rate.
 	Paced bool
 	// Answered is when the put's answer reached the client.
 	Answered time.Time
@@ -78,10 +78,12 @@ type Put struct {
 	Events []time.Time
 }
 
-// ErrMissingEvents is returned when a watcher did not get every put's event.
-var ErrMissingEvents = errors.New("watchorder: a watcher missed events")
+// ErrMissingEvents is returned when a watcher did not get exactly one event
+// per put.
+var ErrMissingEvents = errors.New("watchorder: a watcher did not get one event per put")
 
-// Run replays the workload against cfg.Endpoint and returns every put.
+// Run replays the workload against cfg.Endpoint and returns every put. It
+// waits as long as ctx allows: give it a deadline.
 func Run(ctx context.Context, cfg Config) ([]Put, error) {
 	cfg.norm()
 	if cfg.Puts <= 0 {
@@ -120,32 +122,37 @@ func Run(ctx context.Context, cfg Config) ([]Put, error) {
 		}
 	}
 
-	puts := make([]Put, cfg.Puts)
-	for i := range puts {
-		puts[i].Events = make([]time.Time, len(chans))
+	// Each watcher keeps the revision and arrival of every event it gets;
+	// events are matched to puts by revision once all are in.
+	type arrival struct {
+		rev int64
+		at  time.Time
 	}
+	got := make([][]arrival, len(chans))
+	lost := make([]error, len(chans))
 	var wg sync.WaitGroup
-	missing := make([]bool, len(chans))
 	for w, ch := range chans {
 		wg.Go(func() {
-			n := 0
-			for n < cfg.Puts {
+			for len(got[w]) < cfg.Puts {
 				resp, ok := <-ch
 				if !ok {
-					missing[w] = true
+					lost[w] = fmt.Errorf("watch closed after %d events", len(got[w]))
+					return
+				}
+				if err := resp.Err(); err != nil {
+					lost[w] = err
 					return
 				}
 				now := time.Now()
-				for range resp.Events {
-					if n < cfg.Puts {
-						puts[n].Events[w] = now
-					}
-					n++
+				for _, ev := range resp.Events {
+					got[w] = append(got[w], arrival{ev.Kv.ModRevision, now})
 				}
 			}
 		})
 	}
 
+	puts := make([]Put, cfg.Puts)
+	revs := make(map[int64]int, cfg.Puts)
 	lim := rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Rate)
 	var putErr error
 	for i := range puts {
@@ -163,11 +170,13 @@ func Run(ctx context.Context, cfg Config) ([]Put, error) {
 		if putErr != nil {
 			break
 		}
-		if _, err := pc.Put(ctx, key, val); err != nil {
+		resp, err := pc.Put(ctx, key, val)
+		if err != nil {
 			putErr = err
 			break
 		}
 		puts[i].Answered = time.Now()
+		revs[resp.Header.Revision] = i
 	}
 	if putErr != nil {
 		cancel()
@@ -183,8 +192,20 @@ func Run(ctx context.Context, cfg Config) ([]Put, error) {
 		<-done
 		return nil, fmt.Errorf("watchorder: waiting for events: %w", ctx.Err())
 	}
-	if slices.Contains(missing, true) {
-		return nil, ErrMissingEvents
+	for i := range puts {
+		puts[i].Events = make([]time.Time, len(chans))
+	}
+	for w, as := range got {
+		if lost[w] != nil {
+			return nil, fmt.Errorf("%w: watcher %d: %v", ErrMissingEvents, w, lost[w])
+		}
+		for _, a := range as {
+			i, ok := revs[a.rev]
+			if !ok || !puts[i].Events[w].IsZero() {
+				return nil, fmt.Errorf("%w: watcher %d got revision %d, not one of the puts' or twice", ErrMissingEvents, w, a.rev)
+			}
+			puts[i].Events[w] = a.at
+		}
 	}
 	return puts, nil
 }
