@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"errors"
 	"slices"
 	"strings"
@@ -87,5 +88,60 @@ func TestLeaseDamage(t *testing.T) {
 				t.Fatalf("Leases error = %v, want ErrCorrupt naming lease 9", err)
 			}
 		})
+	}
+}
+
+// TestTablesSplitAtRecords: leases written in the same batches as records
+// end up in tables of their own, so that a table of records never spans
+// the lease keys and overlaps every older table of records (which made
+// Pebble rewrite all of them at each compaction out of L0).
+func TestTablesSplitAtRecords(t *testing.T) {
+	j := openT(t, t.TempDir())
+	rev := j.Meta().LastRev
+	value := string(make([]byte, 200))
+	for round := range 3 {
+		for range 20 {
+			b := j.NewBatch()
+			for range 10 {
+				rev++
+				b.AppendRecord(rev, []*mvccpb.Event{putEv("k", value, 2, rev, rev)})
+			}
+			b.PutLease(rev, 60)
+			if err := j.Commit(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := j.db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		tables, err := j.db.SSTables()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for level, ts := range tables {
+			for _, tb := range ts {
+				n++
+				lo, hi := tb.Smallest.UserKey, tb.Largest.UserKey
+				inLo := bytes.Compare(lo, recordsLower) >= 0 && bytes.Compare(lo, recordsUpper) < 0
+				inHi := bytes.Compare(hi, recordsLower) >= 0 && bytes.Compare(hi, recordsUpper) < 0
+				if inLo != inHi {
+					t.Errorf("after flush %d: table %s in L%d spans %q to %q, across the records' bounds", round+1, tb.FileNum, level, lo, hi)
+				}
+			}
+		}
+		if n < 2 {
+			t.Errorf("after flush %d: %d tables, want records and leases apart", round+1, n)
+		}
+	}
+	var got int
+	for _, err := range j.Leases() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got++
+	}
+	if got != 60 {
+		t.Errorf("%d leases read back, want 60", got)
 	}
 }

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -30,7 +31,7 @@ func pebbleOptions(cache *pebble.Cache, lock *pebble.Lock, log *slog.Logger) *pe
 		Logger:             pebbleLogger{log},
 		// Memtables absorb write bursts (up to four queued); flushes of
 		// append-only keys become tables that do not overlap and move down
-		// without rewrites. Pebble's default 4 MiB keeps the resident
+		// without rewrites (splitRecords keeps other keys out of them). Pebble's default 4 MiB keeps the resident
 		// memory small: a memtable's arena is resident once filled, and
 		// the journal is read back through the projections, not the
 		// memtable.
@@ -40,10 +41,31 @@ func pebbleOptions(cache *pebble.Cache, lock *pebble.Lock, log *slog.Logger) *pe
 		L0StopWritesThreshold:       24,
 		LBaseMaxBytes:               256 << 20,
 	}
+	o.Experimental.SpanPolicyFunc = splitRecords
 	o.TargetFileSizes[0] = 8 << 20
 	// Bigger blocks suit scans; later levels inherit the setting.
 	o.Levels[0].BlockSize = 32 << 10
 	return o
+}
+
+// splitRecords makes every table Pebble writes (flushes and compactions
+// alike) hold either records only or none: a table ends where the records'
+// key range begins or ends. Records are appended in key order, so tables
+// of records never overlap one another and stay where they are flushed.
+// Without the split, a memtable holding a lease, meta or base key next to
+// records became a table spanning from that key to the newest record, which
+// overlapped every older table: each compaction out of L0 then rewrote all
+// the records below it (with a lease grant every few batches, about 5.5
+// bytes written per byte appended, against 2 with the split: the WAL and
+// the flush).
+func splitRecords(start []byte) (pebble.SpanPolicy, []byte, error) {
+	switch {
+	case bytes.Compare(start, recordsLower) < 0:
+		return pebble.SpanPolicy{}, recordsLower, nil
+	case bytes.Compare(start, recordsUpper) < 0:
+		return pebble.SpanPolicy{}, recordsUpper, nil
+	}
+	return pebble.SpanPolicy{}, nil, nil
 }
 
 // pebbleLogger routes Pebble's logging to the journal's logger: routine
