@@ -134,7 +134,9 @@ func (h *harness) plan() []step {
 	// The gRPC workloads run against a fresh etcd and a fresh revd that
 	// are both up, the load going to one at a time and alternating per
 	// workload: this machine's speed drifts by tens of percent over
-	// minutes, and a drift then hits both servers alike.
+	// minutes, and a drift then hits both servers alike. A workload with a
+	// target runs in rounds (see roundsFor), each a pair of runs back to
+	// back, the first server alternating.
 	kinds := []string{proc.Etcd, proc.Revd}
 	h.runs = map[string]toolRun{}
 	var phase []step
@@ -146,8 +148,19 @@ func (h *harness) plan() []step {
 		for _, r := range tr.rows {
 			h.runs[r.id] = tr
 		}
-		for _, kind := range kinds {
-			phase = append(phase, step{kind + ": " + tr.name(), h.toolStep(kind, tr)})
+		rs := h.roundsFor(tr)
+		for round := range rs.n {
+			order := kinds
+			if round%2 == 1 {
+				order = []string{proc.Revd, proc.Etcd}
+			}
+			for _, kind := range order {
+				name := kind + ": " + tr.name()
+				if rs.n > 1 {
+					name += fmt.Sprintf(" (round %d of %d)", round+1, rs.n)
+				}
+				phase = append(phase, step{name, h.toolStep(kind, tr, rs, round)})
+			}
 		}
 	}
 	if len(phase) > 0 {

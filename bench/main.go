@@ -8,9 +8,11 @@
 // revd from the working tree; then starts a fresh etcd and a fresh revd
 // (new data directories, fsync on) and runs each workload against etcd and
 // right after against revd, so that the machine's drift in speed over the
-// run hits both alike; only one server is loaded at a time. It prints a
-// table of both figures and
-// the ratio revd/etcd, and writes a Markdown report with SVG charts, the
+// run hits both alike; only one server is loaded at a time. A workload with
+// a target runs in rounds (--rounds, 3 by default, 1 with --quick), the
+// first server alternating, and its figures are the round whose ratio is
+// the median: a single pair's ratio moves by ±20% with the machine. It
+// prints a table of both figures and the ratio revd/etcd, and writes a Markdown report with SVG charts, the
 // tool's raw output, the servers' logs and a CPU profile of revd's write
 // path to bench/results/<timestamp>/. Progress goes to standard error.
 //
@@ -43,6 +45,8 @@ type config struct {
 	only     *regexp.Regexp
 	keySpace int
 	keepData bool
+	// rounds is how often each workload with a target runs on each server.
+	rounds int
 }
 
 func parseFlags(args []string) (config, error) {
@@ -58,6 +62,7 @@ func parseFlags(args []string) (config, error) {
 	only := fs.String("only", "", "run only the measurements whose id matches this regular expression (ids: put-100x10, range-l-1x1, range-s-100x10, txn-put-100x10, txn-mixed-100x10, lease-keepalive-100x10, watch-latency, nats-put-1x1, ..., profile, idle-watchers, watch-fanout, big-range, restart-100000, ...)")
 	fs.IntVar(&cfg.keySpace, "key-space", 1, "the benchmark tool's --key-space-size for put, txn-put and txn-mixed (1, the tool's default, is what etcd's published runs use)")
 	fs.BoolVar(&cfg.keepData, "keep-data", false, "keep the servers' data directories")
+	fs.IntVar(&cfg.rounds, "rounds", 0, "how often each workload with a target runs on each server, alternating which goes first; its figures are the round whose ratio revd/etcd is the median (odd; default 3, 1 with --quick)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -70,6 +75,15 @@ func parseFlags(args []string) (config, error) {
 			return cfg, fmt.Errorf("--only: %v", err)
 		}
 		cfg.only = re
+	}
+	if cfg.rounds == 0 {
+		cfg.rounds = 3
+		if cfg.quick {
+			cfg.rounds = 1
+		}
+	}
+	if cfg.rounds < 1 || cfg.rounds%2 == 0 {
+		return cfg, fmt.Errorf("--rounds must be odd and at least 1")
 	}
 	if cfg.keySpace < 1 {
 		return cfg, fmt.Errorf("--key-space must be at least 1")

@@ -4,15 +4,20 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"revd/bench/internal/proc"
 	"revd/bench/internal/report"
+	"revd/bench/internal/stats"
 )
 
 // planned builds the plan of a mode without running anything.
 func planned(t *testing.T, sz sizes, only string) (*harness, []step) {
 	t.Helper()
 	args := []string{}
+	if sz.total == quickSizes.total {
+		args = append(args, "--quick")
+	}
 	if only != "" {
 		args = append(args, "--only", only)
 	}
@@ -75,14 +80,20 @@ func TestOnly(t *testing.T) {
 }
 
 func TestParseFlags(t *testing.T) {
-	for _, bad := range [][]string{{"--only", "("}, {"--key-space", "0"}, {"extra"}} {
+	for _, bad := range [][]string{{"--only", "("}, {"--key-space", "0"}, {"extra"}, {"--rounds", "2"}, {"--rounds", "-1"}} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
 	cfg, err := parseFlags([]string{"--quick", "--key-space", "1000"})
-	if err != nil || !cfg.quick || cfg.keySpace != 1000 {
+	if err != nil || !cfg.quick || cfg.keySpace != 1000 || cfg.rounds != 1 {
 		t.Errorf("%+v %v", cfg, err)
+	}
+	if cfg, err := parseFlags(nil); err != nil || cfg.rounds != 3 {
+		t.Errorf("default rounds: %+v %v", cfg, err)
+	}
+	if cfg, err := parseFlags([]string{"--quick", "--rounds", "5"}); err != nil || cfg.rounds != 5 {
+		t.Errorf("--rounds 5: %+v %v", cfg, err)
 	}
 }
 
@@ -102,17 +113,102 @@ func TestWorkloadsInterleaved(t *testing.T) {
 	}
 	pairs := 0
 	for i, n := range names {
-		w, ok := strings.CutPrefix(n, "etcd: ")
-		if !ok || strings.Contains(n, "memory") || strings.Contains(n, "watch") || strings.Contains(n, "100000 keys") {
+		kind, w, ok := strings.Cut(n, ": ")
+		if !ok || (kind != proc.Etcd && kind != proc.Revd) || strings.Contains(n, "memory") || strings.Contains(n, "watch") || strings.Contains(n, "100000 keys") {
 			continue
 		}
-		if i+1 >= len(names) || names[i+1] != "revd: "+w {
-			t.Errorf("%q is not followed by revd's run of the same workload", n)
+		other := proc.Revd
+		if kind == proc.Revd {
+			other = proc.Etcd
 		}
-		pairs++
+		if !slices.Contains(names, other+": "+w) {
+			continue // revd only
+		}
+		if i+1 < len(names) && names[i+1] == other+": "+w {
+			pairs++
+		} else if i == 0 || names[i-1] != other+": "+w {
+			t.Errorf("%q is not next to %s's run of the same workload", n, other)
+		}
 	}
 	if pairs < 10 {
 		t.Errorf("only %d interleaved workloads", pairs)
+	}
+}
+
+// TestRounds: a workload with a target runs three rounds in a full run,
+// the first server alternating; the others, and every workload of a quick
+// run, once.
+func TestRounds(t *testing.T) {
+	_, steps := planned(t, fullSizes, "^(put-100x10|put-10x1|watch-latency)$")
+	var names []string
+	for _, s := range steps {
+		if strings.HasPrefix(s.name, "etcd: ") || strings.HasPrefix(s.name, "revd: ") {
+			names = append(names, s.name)
+		}
+	}
+	want := []string{
+		"etcd: put, 10 clients / 1 conn", "revd: put, 10 clients / 1 conn",
+		"etcd: put, 100 clients / 10 conns (round 1 of 3)", "revd: put, 100 clients / 10 conns (round 1 of 3)",
+		"revd: put, 100 clients / 10 conns (round 2 of 3)", "etcd: put, 100 clients / 10 conns (round 2 of 3)",
+		"etcd: put, 100 clients / 10 conns (round 3 of 3)", "revd: put, 100 clients / 10 conns (round 3 of 3)",
+	}
+	if got := names[:len(want)]; !slices.Equal(got, want) {
+		t.Errorf("steps:\n%s\nwant first:\n%s", strings.Join(names, "\n"), strings.Join(want, "\n"))
+	}
+	wl := 0
+	for _, n := range names {
+		if strings.Contains(n, "watch-latency") && strings.Contains(n, "of 3)") {
+			wl++
+		}
+	}
+	if wl != 6 {
+		t.Errorf("watch-latency runs %d times in rounds, want 6:\n%s", wl, strings.Join(names, "\n"))
+	}
+	_, steps = planned(t, quickSizes, "^put-100x10$")
+	for _, s := range steps {
+		if strings.Contains(s.name, "round") {
+			t.Errorf("quick run has rounds: %q", s.name)
+		}
+	}
+}
+
+// TestPickRound: every row of a tool run shows the round whose ratio is
+// the median on the target's row, and a failed round shows as the
+// failure.
+func TestPickRound(t *testing.T) {
+	lat := func(ms int) report.Run {
+		ls := make([]time.Duration, 100)
+		for i := range ls {
+			ls[i] = time.Duration(ms) * time.Millisecond
+		}
+		return report.Run{Status: report.OK, Summary: stats.Summarize(ls, nil, time.Second)}
+	}
+	h := &harness{suite: &report.Suite{Workloads: []*report.Workload{{ID: "watch-latency"}, {ID: "watch-latency-puts"}}}}
+	tr := toolRun{rows: []toolRow{{id: "watch-latency"}, {id: "watch-latency-puts", aside: true}}}
+	rs := rounds{n: 3, primary: "watch-latency", by: report.P99}
+	wl, puts := h.suite.Workloads[0], h.suite.Workloads[1]
+	wl.Rounds = []report.Round{{Etcd: lat(10), Revd: lat(12)}, {Etcd: lat(10), Revd: lat(8)}, {Etcd: lat(10), Revd: lat(10)}}
+	puts.Rounds = []report.Round{{Etcd: lat(1), Revd: lat(2)}, {Etcd: lat(3), Revd: lat(4)}, {Etcd: lat(5), Revd: lat(6)}}
+	h.pickRound(tr, rs)
+	if wl.Picked != 2 || puts.Picked != 2 {
+		t.Fatalf("picked %d and %d, want round 2 (ratio 1.0, between 0.8 and 1.2)", wl.Picked, puts.Picked)
+	}
+	if d, _ := puts.Revd.Summary.At(50); d != 6*time.Millisecond {
+		t.Errorf("the puts row shows %v, not the picked round's", d)
+	}
+	if d, _ := wl.Etcd.Summary.At(99); d != 10*time.Millisecond {
+		t.Errorf("etcd shows %v", d)
+	}
+	wl.Rounds[1].Revd = report.Run{Status: report.Failed, Err: "boom"}
+	h.pickRound(tr, rs)
+	if wl.Revd.Status != report.Failed || wl.Etcd.Status != report.OK {
+		t.Errorf("a failed round: revd %v, etcd %v", wl.Revd.Status, wl.Etcd.Status)
+	}
+	// Mid-way, before revd's first round: etcd's figure is its run.
+	h.suite.Workloads[0].Rounds = []report.Round{{Etcd: lat(7)}, {}, {}}
+	h.pickRound(tr, rs)
+	if wl.Etcd.Status != report.OK || wl.Revd.Status != report.NotRun {
+		t.Errorf("after one run: etcd %v, revd %v", wl.Etcd.Status, wl.Revd.Status)
 	}
 }
 

@@ -36,12 +36,51 @@ func (h *harness) toolTimeout() time.Duration {
 	return 20 * time.Minute
 }
 
-// toolStep runs etcd's benchmark tool against the current server.
-func (h *harness) toolStep(kind string, tr toolRun) func(context.Context) (string, error) {
+// rounds says how often a tool run runs on each server: a run with a
+// target (row id primary, measured by by) runs n rounds, every other run
+// once.
+type rounds struct {
+	n       int
+	primary string
+	by      report.Metric
+}
+
+// roundsFor returns tr's rounds: --rounds of them if one of its rows has a
+// throughput or latency target, else one.
+func (h *harness) roundsFor(tr toolRun) rounds {
+	for _, t := range h.suite.Targets {
+		if t.Metric == report.FigureValue {
+			continue
+		}
+		for _, r := range tr.rows {
+			if r.id == t.Ref && h.cfg.rounds > 1 {
+				return rounds{n: h.cfg.rounds, primary: r.id, by: t.Metric}
+			}
+		}
+	}
+	return rounds{n: 1}
+}
+
+// toolStep runs etcd's benchmark tool against the current server, as round
+// round of rs.
+func (h *harness) toolStep(kind string, tr toolRun, rs rounds, round int) func(context.Context) (string, error) {
 	return func(ctx context.Context) (string, error) {
+		slot := func(id string) *report.Run {
+			w := h.suite.Workload(id)
+			if rs.n == 1 {
+				return w.Run(kind)
+			}
+			if len(w.Rounds) != rs.n {
+				w.Rounds, w.PickedBy = make([]report.Round, rs.n), rs.by
+			}
+			return w.Rounds[round].Run(kind)
+		}
+		if rs.n > 1 {
+			defer h.pickRound(tr, rs)
+		}
 		fail := func(err error) (string, error) {
 			for _, r := range tr.rows {
-				*h.suite.Workload(r.id).Run(kind) = report.Run{Status: report.Failed, Err: err.Error()}
+				*slot(r.id) = report.Run{Status: report.Failed, Err: err.Error()}
 			}
 			return "", err
 		}
@@ -67,12 +106,16 @@ func (h *harness) toolStep(kind string, tr toolRun) func(context.Context) (strin
 			cpuErr = err
 		}
 		raw := fmt.Sprintf("$ benchmark %s\n\n%s\n---- end of stderr ----\n%s", strings.Join(res.Args, " "), res.Stdout, res.StderrTail)
-		if err := os.WriteFile(filepath.Join(h.outDir, "raw", kind+"-"+tr.rows[0].id+".txt"), []byte(raw), 0o644); err != nil {
+		name := kind + "-" + tr.rows[0].id
+		if rs.n > 1 {
+			name += fmt.Sprintf("-round%d", round+1)
+		}
+		if err := os.WriteFile(filepath.Join(h.outDir, "raw", name+".txt"), []byte(raw), 0o644); err != nil {
 			return fail(err)
 		}
 		if res.Unimplemented {
 			for _, r := range tr.rows {
-				*h.suite.Workload(r.id).Run(kind) = report.Run{Status: report.Unimplemented}
+				*slot(r.id) = report.Run{Status: report.Unimplemented}
 			}
 			return "n/a (unimplemented)", nil
 		}
@@ -86,7 +129,7 @@ func (h *harness) toolStep(kind string, tr toolRun) func(context.Context) (strin
 		served := 0
 		for _, r := range tr.rows {
 			s, err := res.Summary(r.section)
-			run := h.suite.Workload(r.id).Run(kind)
+			run := slot(r.id)
 			if err != nil {
 				*run = report.Run{Status: report.Failed, Err: err.Error()}
 				return "", err
@@ -104,7 +147,7 @@ func (h *harness) toolStep(kind string, tr toolRun) func(context.Context) (strin
 				if r.aside {
 					continue
 				}
-				run := h.suite.Workload(r.id).Run(kind)
+				run := slot(r.id)
 				run.CPUPerRequest = per
 				run.ClientCPUPerRequest = res.CPU / time.Duration(served)
 			}
@@ -112,6 +155,40 @@ func (h *harness) toolStep(kind string, tr toolRun) func(context.Context) (strin
 		}
 		return strings.Join(out, "; "), nil
 	}
+}
+
+// pickRound makes the round whose ratio on rs.by is the median (of the
+// rounds measured so far) the figures of every row of tr: the same round
+// for all of them, so that watch-latency's puts stay those of its events.
+// A round that failed on a server makes that server's figure the failure.
+func (h *harness) pickRound(tr toolRun, rs rounds) {
+	idx, ok := report.MedianRound(h.suite.Workload(rs.primary).Rounds, rs.by)
+	for _, r := range tr.rows {
+		w := h.suite.Workload(r.id)
+		w.Picked = idx
+		for _, kind := range []string{proc.Etcd, proc.Revd} {
+			*w.Run(kind) = roundFigure(w.Rounds, kind, idx, ok)
+		}
+	}
+}
+
+// roundFigure is a server's figure over rounds: its first failed round if
+// any, else round idx if ok, else the last round it ran.
+func roundFigure(rounds []report.Round, kind string, idx int, ok bool) report.Run {
+	var last report.Run
+	for i := range rounds {
+		run := rounds[i].Run(kind)
+		if run.Status != report.NotRun && run.Status != report.OK {
+			return *run
+		}
+		if run.Status == report.OK {
+			last = *run
+		}
+	}
+	if ok {
+		return *rounds[idx].Run(kind)
+	}
+	return last
 }
 
 // describe is a one-line result: "12,345 req/s, p50 1.2 ms, p99 3.4 ms".

@@ -22,7 +22,7 @@ func Console(w io.Writer, s *Suite) error {
 		e, r := runValue(&wl.Etcd, "rps"), runValue(&wl.Revd, "rps")
 		row(wl.Name, clientsConns(wl.Clients, wl.Conns), formatValue(e, PerSecond), formatValue(r, PerSecond),
 			formatRatio(ratio(e, r)), formatValue(runValue(&wl.Etcd, "p99"), Seconds),
-			formatValue(runValue(&wl.Revd, "p99"), Seconds), notes(wl))
+			formatValue(runValue(&wl.Revd, "p99"), Seconds), notes(wl, true))
 	}
 	for _, f := range s.Figures {
 		row(f.Name, "", formatValue(f.Etcd, f.Unit), formatValue(f.Revd, f.Unit), formatRatio(ratio(f.Etcd, f.Revd)), "", "", "")

@@ -46,6 +46,12 @@ func Markdown(w io.Writer, s *Suite, charts []ChartFile) error {
 
 	m.h("etcd gRPC API, driven by etcd's benchmark tool")
 	m.p("Both servers were started fresh (new data directory, fsync on) and ran the workloads below in this order, each workload against etcd and right after against revd (one server loaded at a time; the other idle). Latencies are per request, as the tool measures them.")
+	for _, wl := range s.Workloads {
+		if len(wl.Rounds) > 1 {
+			m.p("A workload with a target ran in %d rounds, one after the other; each round ran it on both servers back to back, the first server alternating from round to round. Its figures here, in the targets and in the charts are those of the round whose ratio revd/etcd (on the target's measure) is the median; the notes give every round's ratio.", len(wl.Rounds))
+			break
+		}
+	}
 	m.row("workload", "clients (conns)", "etcd req/s", "revd req/s", "revd/etcd", "etcd p50", "revd p50", "etcd p99", "revd p99", "notes")
 	m.sep(10)
 	for _, wl := range s.Workloads {
@@ -54,7 +60,7 @@ func Markdown(w io.Writer, s *Suite, charts []ChartFile) error {
 			formatRatio(ratio(runValue(&wl.Etcd, "rps"), runValue(&wl.Revd, "rps"))),
 			formatValue(runValue(&wl.Etcd, "p50"), Seconds), formatValue(runValue(&wl.Revd, "p50"), Seconds),
 			formatValue(runValue(&wl.Etcd, "p99"), Seconds), formatValue(runValue(&wl.Revd, "p99"), Seconds),
-			notes(wl))
+			notes(wl, false))
 	}
 	m.line("")
 	m.p("**CPU per request** (user + system time of the server process during the run, over the requests it served; and the same for etcd's benchmark tool, which shares the machine's cores with the server: the tool's share caps what any server can reach here). The ceilings are the cores over the sum of the server's and the tool's CPU per request:")
@@ -212,8 +218,11 @@ func clientsConns(clients, conns int) string {
 	return fmt.Sprintf("%d (%d)", clients, conns)
 }
 
-func notes(wl *Workload) string {
+func notes(wl *Workload, short bool) string {
 	var ns []string
+	if n := roundsNote(wl, short); n != "" {
+		ns = append(ns, n)
+	}
 	for _, x := range []struct {
 		name string
 		r    *Run
@@ -223,6 +232,33 @@ func notes(wl *Workload) string {
 		}
 	}
 	return strings.Join(ns, "; ")
+}
+
+// roundsNote says which of a workload's rounds its figures are, and every
+// round's ratio ("" if it ran once).
+func roundsNote(wl *Workload, short bool) string {
+	if len(wl.Rounds) < 2 {
+		return ""
+	}
+	if wl.Aside {
+		if short {
+			return fmt.Sprintf("round %d of %d", wl.Picked+1, len(wl.Rounds))
+		}
+		return fmt.Sprintf("round %d of %d, the one picked for the other row of its run", wl.Picked+1, len(wl.Rounds))
+	}
+	var rs []string
+	for _, x := range RoundRatios(wl.Rounds, wl.PickedBy) {
+		rs = append(rs, formatRatio(x))
+	}
+	if short {
+		return fmt.Sprintf("median of %d rounds: %s", len(wl.Rounds), strings.Join(rs, " "))
+	}
+	what := "throughput"
+	if wl.PickedBy == P99 {
+		what = "p99"
+	}
+	return fmt.Sprintf("round %d of %d, the median by %s (revd/etcd per round, in the order run: %s)",
+		wl.Picked+1, len(wl.Rounds), what, strings.Join(rs, ", "))
 }
 
 func share(d, total time.Duration) string {

@@ -7,7 +7,9 @@
 package report
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"time"
 
 	"revd/bench/internal/stats"
@@ -59,6 +61,58 @@ type Workload struct {
 	// of watch-latency): the CPU per request is that row's alone.
 	Aside      bool
 	Etcd, Revd Run
+	// Rounds holds every round when the workload ran more than once on
+	// each server (alternating which went first); Etcd and Revd are then
+	// the round picked by MedianRound on PickedBy, Rounds[Picked].
+	Rounds   []Round
+	Picked   int
+	PickedBy Metric
+}
+
+// Round is one run of a workload on each server, one right after the
+// other.
+type Round struct{ Etcd, Revd Run }
+
+// Run returns the round's run of the given server ("etcd" or "revd").
+func (r *Round) Run(server string) *Run {
+	if server == "etcd" {
+		return &r.Etcd
+	}
+	return &r.Revd
+}
+
+// MedianRound returns the index of the round whose ratio revd/etcd on m is
+// the median of the rounds in which both servers were measured (with an
+// even count, the lower of the two middle ones); false if there is none.
+// Taking the ratio per round keeps each pair of runs together: the
+// machine's speed drifts over minutes, and a pair run back to back shares
+// the drift.
+func MedianRound(rounds []Round, m Metric) (int, bool) {
+	type rr struct {
+		i     int
+		ratio float64
+	}
+	var ok []rr
+	for i, x := range RoundRatios(rounds, m) {
+		if !math.IsNaN(x) {
+			ok = append(ok, rr{i, x})
+		}
+	}
+	if len(ok) == 0 {
+		return 0, false
+	}
+	slices.SortStableFunc(ok, func(a, b rr) int { return cmp.Compare(a.ratio, b.ratio) })
+	return ok[(len(ok)-1)/2].i, true
+}
+
+// RoundRatios returns the ratio revd/etcd on m of every round, in the
+// order they ran (NaN for a round not measured on both).
+func RoundRatios(rounds []Round, m Metric) []float64 {
+	out := make([]float64, len(rounds))
+	for i := range rounds {
+		out[i] = ratio(metricValue(&rounds[i].Etcd, m), metricValue(&rounds[i].Revd, m))
+	}
+	return out
 }
 
 // Run returns the run of the given server ("etcd" or "revd").

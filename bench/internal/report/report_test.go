@@ -42,13 +42,20 @@ func fixture() *Suite {
 				Etcd: Run{Status: OK, Summary: summary(1000, 500*time.Microsecond, 2*time.Second), CPUPerRequest: 40 * time.Microsecond, ClientCPUPerRequest: 25 * time.Microsecond},
 				Revd: Run{Status: OK, Summary: summary(1000, 400*time.Microsecond, time.Second), CPUPerRequest: 30 * time.Microsecond, ClientCPUPerRequest: 20 * time.Microsecond}},
 			{ID: "put-100x10", Name: "put, 100 clients / 10 conns", Clients: 100, Conns: 10, Chart: true, Command: "benchmark --clients=100 put",
-				Etcd: ok(summary(1000, 20*time.Microsecond, time.Second)), Revd: ok(withErrors)},
+				Etcd: ok(summary(1000, 20*time.Microsecond, time.Second)), Revd: ok(withErrors),
+				Rounds: []Round{
+					{Etcd: ok(summary(1000, 20*time.Microsecond, time.Second)), Revd: ok(summary(1000, 10*time.Microsecond, 400*time.Millisecond))},
+					{Etcd: ok(summary(1000, 20*time.Microsecond, time.Second)), Revd: ok(withErrors)},
+					{Etcd: ok(summary(1000, 20*time.Microsecond, 500*time.Millisecond)), Revd: ok(summary(1000, 10*time.Microsecond, time.Second))},
+				},
+				Picked: 1, PickedBy: Throughput},
 			{ID: "lease-keepalive-100x10", Name: "lease-keepalive, 100 clients / 10 conns", Clients: 100, Conns: 10, Chart: true,
 				Etcd: ok(summary(500, time.Millisecond, time.Second)), Revd: Run{Status: Unimplemented}},
 			{ID: "watch-latency", Name: "watch-latency | pipes", Clients: 1, Conns: 1,
 				Etcd: ok(summary(100, time.Millisecond, time.Second)), Revd: Run{Status: Failed, Err: "benchmark watch-latency: exit status 1\nmore"}},
 			{ID: "watch-latency-puts", Name: "watch-latency: its puts", Clients: 1, Conns: 1, Aside: true,
-				Etcd: ok(summary(10, time.Millisecond, time.Second)), Revd: ok(summary(10, time.Millisecond, time.Second))},
+				Etcd: ok(summary(10, time.Millisecond, time.Second)), Revd: ok(summary(10, time.Millisecond, time.Second)),
+				Rounds: make([]Round, 3), Picked: 2, PickedBy: P99},
 		},
 		Sweeps: []Sweep{{ID: "put", Name: "put", Points: []string{"put-1x1", "put-100x10", "missing"}}},
 		Figures: []*Figure{
@@ -238,5 +245,38 @@ func TestCeiling(t *testing.T) {
 	r.ClientCPUPerRequest = 0
 	if v := s.Ceiling(r); v.Status == OK {
 		t.Fatalf("ceiling without the tool's CPU: %+v", v)
+	}
+}
+
+func TestMedianRound(t *testing.T) {
+	rps := func(n int, d time.Duration) Run { return ok(summary(n, time.Millisecond, d)) }
+	rounds := []Round{
+		{Etcd: rps(100, time.Second), Revd: rps(250, time.Second)}, // 2.5
+		{Etcd: rps(100, time.Second), Revd: rps(180, time.Second)}, // 1.8
+		{Etcd: rps(100, time.Second), Revd: Run{Status: Failed, Err: "boom"}},
+		{Etcd: rps(100, time.Second), Revd: rps(210, time.Second)}, // 2.1
+	}
+	if i, found := MedianRound(rounds, Throughput); !found || i != 3 {
+		t.Errorf("throughput: round %d (%v), want 3 (ratio 2.1, the failed round left out)", i, found)
+	}
+	// Two measured rounds: the lower middle.
+	if i, _ := MedianRound(rounds[:3], Throughput); i != 1 {
+		t.Errorf("two rounds: round %d, want 1 (the lower ratio)", i)
+	}
+	// p99: 100 latencies of 1..100 ms have a p99 of 99 ms; 50 of 1..50 ms 50 ms.
+	lat := []Round{
+		{Etcd: rps(100, time.Second), Revd: rps(50, time.Second)},  // ~0.5
+		{Etcd: rps(50, time.Second), Revd: rps(100, time.Second)},  // ~2
+		{Etcd: rps(100, time.Second), Revd: rps(100, time.Second)}, // 1
+	}
+	if i, _ := MedianRound(lat, P99); i != 2 {
+		t.Errorf("p99: round %d, want 2", i)
+	}
+	if _, found := MedianRound(rounds[2:3], Throughput); found {
+		t.Error("a round measured on one server only picked")
+	}
+	got := RoundRatios(rounds, Throughput)
+	if math.Abs(got[0]-2.5) > 1e-9 || !math.IsNaN(got[2]) {
+		t.Errorf("ratios %v", got)
 	}
 }
