@@ -12,9 +12,10 @@
 // a target runs in rounds (--rounds, 3 by default, 1 with --quick), the
 // first server alternating, and its figures are the round whose ratio is
 // the median: a single pair's ratio moves by ±20% with the machine. It
-// prints a table of both figures and the ratio revd/etcd, and writes a Markdown report with SVG charts, the
-// tool's raw output, the servers' logs and a CPU profile of revd's write
-// path to bench/results/<timestamp>/. Progress goes to standard error.
+// prints a table of both figures and the ratio revd/etcd, and writes a
+// Markdown report with SVG charts, the tool's raw output, the servers' logs
+// and a CPU profile of revd's write path to bench/results/<timestamp>/.
+// Progress goes to standard error.
 //
 // The workloads (plan.go): etcd's benchmark tool over gRPC (put and
 // linearizable range against client count, serializable range, txn-put,
