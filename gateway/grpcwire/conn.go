@@ -138,8 +138,8 @@ func (c *conn) serve() {
 	c.mu.Unlock()
 
 	fr := http2.NewFramer(nil, br)
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	fr.SetReuseFrames()
+	hb := newHeaderBlock()
 	for {
 		c.mu.Lock()
 		for len(c.out) > maxOut && !c.closed {
@@ -147,6 +147,9 @@ func (c *conn) serve() {
 		}
 		c.mu.Unlock()
 		f, err := fr.ReadFrame()
+		if err == nil {
+			err = c.readHeaders(hb, f)
+		}
 		if err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
@@ -164,8 +167,6 @@ func (c *conn) serve() {
 			return
 		}
 		switch f := f.(type) {
-		case *http2.MetaHeadersFrame:
-			c.onHeaders(f)
 		case *http2.DataFrame:
 			c.onData(f)
 		case *http2.SettingsFrame:
@@ -232,31 +233,52 @@ func (c *conn) onSettings(f *http2.SettingsFrame) {
 	c.kickLocked()
 }
 
+// readHeaders decodes header blocks: a HEADERS frame begins one and each
+// CONTINUATION adds to it (the Framer checks their order); once the headers
+// end, the stream is opened or ended. A too-large header list resets the
+// stream, as grpc-go's server does.
+func (c *conn) readHeaders(hb *headerBlock, f http2.Frame) error {
+	var frag []byte
+	var ended bool
+	switch f := f.(type) {
+	case *http2.HeadersFrame:
+		hb.begin(f)
+		frag, ended = f.HeaderBlockFragment(), f.HeadersEnded()
+	case *http2.ContinuationFrame:
+		frag, ended = f.HeaderBlockFragment(), f.HeadersEnded()
+	default:
+		return nil
+	}
+	if err := hb.add(frag); err != nil {
+		return err
+	}
+	if !ended {
+		return nil
+	}
+	if err := hb.end(); err != nil {
+		return err
+	}
+	if hb.truncated {
+		c.resetStream(hb.streamID, http2.ErrCodeFrameSize)
+		return nil
+	}
+	c.onHeaders(hb)
+	return nil
+}
+
 // onHeaders opens a stream (or ends one, for a client's trailers).
-func (c *conn) onHeaders(f *http2.MetaHeadersFrame) {
-	id := f.StreamID
+func (c *conn) onHeaders(h *headerBlock) {
+	id := h.streamID
 	if id <= c.maxID {
 		c.mu.Lock()
 		s := c.streams[id]
 		c.mu.Unlock()
-		if s != nil && f.StreamEnded() {
+		if s != nil && h.endStream {
 			c.endOfStream(s)
 		}
 		return
 	}
-	var path, ctype, timeout, encoding string
-	for _, hf := range f.Fields {
-		switch hf.Name {
-		case ":path":
-			path = hf.Value
-		case "content-type":
-			ctype = hf.Value
-		case "grpc-timeout":
-			timeout = hf.Value
-		case "grpc-encoding":
-			encoding = hf.Value
-		}
-	}
+	path, ctype, timeout, encoding := h.path, h.contentType, h.timeout, h.encoding
 	s := &stream{c: c, id: id, ctx: c.ctx}
 	s.recv.L = &c.mu
 	c.mu.Lock()
@@ -305,7 +327,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) {
 		// its stack anew each time.
 		c.srv.run(func() { c.runStream(s) })
 	}
-	if f.StreamEnded() {
+	if h.endStream {
 		c.endOfStream(s)
 	}
 }

@@ -16,9 +16,11 @@
 //
 // Each connection has two goroutines:
 //
-//   - the reader decodes frames (golang.org/x/net/http2's Framer with its
-//     HPACK decoder), keeps the streams' state and flow-control windows, and
-//     starts each call once its request message is complete;
+//   - the reader decodes frames (golang.org/x/net/http2's Framer) and header
+//     blocks (x/net's HPACK decoder, with the Framer's checks, keeping only
+//     the fields a call reads: headers.go), keeps the streams' state and
+//     flow-control windows, and starts each call once its request message
+//     is complete;
 //   - the writer owns the socket: everything to send is framed into one
 //     buffer under the connection's lock, and the writer flushes the whole
 //     buffer with one write whenever it wakes, so responses that become
