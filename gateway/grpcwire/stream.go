@@ -107,9 +107,41 @@ func (s *stream) status(err error) *status.Status {
 		return st
 	}
 	if ctxErr := s.ctx.Err(); ctxErr != nil {
-		return status.FromContextError(ctxErr)
+		return contextStatus(ctxErr)
 	}
 	return status.New(codes.Unknown, err.Error())
+}
+
+// The statuses of a call's context errors, made once: every lease renewal
+// from etcd's clients ends with the client cancelling its stream.
+var (
+	statusCanceled = status.FromContextError(context.Canceled)
+	statusDeadline = status.FromContextError(context.DeadlineExceeded)
+	errCanceled    = statusCanceled.Err()
+	errDeadline    = statusDeadline.Err()
+)
+
+// contextStatus is status.FromContextError(err) without allocating for a
+// context's own errors.
+func contextStatus(err error) *status.Status {
+	switch err {
+	case context.Canceled:
+		return statusCanceled
+	case context.DeadlineExceeded:
+		return statusDeadline
+	}
+	return status.FromContextError(err)
+}
+
+// contextError is contextStatus(err).Err().
+func contextError(err error) error {
+	switch err {
+	case context.Canceled:
+		return errCanceled
+	case context.DeadlineExceeded:
+		return errDeadline
+	}
+	return status.FromContextError(err).Err()
 }
 
 // serverStream is a streaming call's grpc.ServerStream.
@@ -258,7 +290,7 @@ func (ss *serverStream) RecvMsg(m any) error {
 // context's error as a status, as grpc-go returns.
 func (ss *serverStream) closedErr() error {
 	if err := ss.s.ctx.Err(); err != nil {
-		return status.FromContextError(err).Err()
+		return contextError(err)
 	}
 	if ss.s.c.ctx.Err() != nil {
 		return status.Error(codes.Canceled, "grpcwire: the connection closed")
