@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -38,17 +39,15 @@ var headerCases = []struct {
 }{
 	{name: "one frame", fields: putFields},
 	{name: "split over CONTINUATION frames", fields: putFields, split: 3},
-	{name: "with a timeout", fields: append(slicesClone(putFields), field{"grpc-timeout", "5S"})},
-	{name: "upper-case field name", fields: append(slicesClone(putFields), field{"X-Custom", "1"})},
+	{name: "with a timeout", fields: append(slices.Clone(putFields), field{"grpc-timeout", "5S"})},
+	{name: "upper-case field name", fields: append(slices.Clone(putFields), field{"X-Custom", "1"})},
 	{name: "pseudo-header after a regular one", fields: append([]field{{"content-type", "application/grpc"}}, putFields...)},
-	{name: "duplicate :path", fields: append(slicesClone(putFields[:3]), putFields[2:]...)},
+	{name: "duplicate :path", fields: append(slices.Clone(putFields[:3]), putFields[2:]...)},
 	{name: "unknown pseudo-header", fields: append([]field{{":foo", "1"}}, putFields...)},
 	{name: "response pseudo-header in a request", fields: append([]field{{":status", "200"}}, putFields...)},
-	{name: "control byte in a value", fields: append(slicesClone(putFields), field{"x-v", "a\x00b"})},
+	{name: "control byte in a value", fields: append(slices.Clone(putFields), field{"x-v", "a\x00b"})},
 	{name: "bad HPACK index", raw: []byte{0xff, 0x7f}}, // indexed field 254: beyond both tables
 }
-
-func slicesClone(f []field) []field { return append([]field(nil), f...) }
 
 // TestHeaderBlocksAnsweredAsGrpcGo sends each case's header block (then a
 // Put request message) on stream 1 of a raw HTTP/2 connection, then a valid
