@@ -107,33 +107,21 @@ func (s *stream) status(err error) *status.Status {
 		return st
 	}
 	if ctxErr := s.ctx.Err(); ctxErr != nil {
-		return contextStatus(ctxErr)
+		return status.FromContextError(ctxErr)
 	}
 	return status.New(codes.Unknown, err.Error())
 }
 
-// The statuses of a call's context errors, made once: every lease renewal
-// from etcd's clients ends with the client cancelling its stream.
+// The errors of a call's ended context, made once: every lease renewal from
+// etcd's clients ends with the client cancelling its stream, and Recv then
+// returns one of these.
 var (
-	statusCanceled = status.FromContextError(context.Canceled)
-	statusDeadline = status.FromContextError(context.DeadlineExceeded)
-	errCanceled    = statusCanceled.Err()
-	errDeadline    = statusDeadline.Err()
+	errCanceled = status.FromContextError(context.Canceled).Err()
+	errDeadline = status.FromContextError(context.DeadlineExceeded).Err()
 )
 
-// contextStatus is status.FromContextError(err) without allocating for a
-// context's own errors.
-func contextStatus(err error) *status.Status {
-	switch err {
-	case context.Canceled:
-		return statusCanceled
-	case context.DeadlineExceeded:
-		return statusDeadline
-	}
-	return status.FromContextError(err)
-}
-
-// contextError is contextStatus(err).Err().
+// contextError is status.FromContextError(err).Err() without allocating for
+// a context's own errors.
 func contextError(err error) error {
 	switch err {
 	case context.Canceled:
