@@ -20,6 +20,10 @@ type Options struct {
 	DataDir string
 	// Name is the member name, reported by Status. Default "default".
 	Name string
+	// ClientURLs are the URLs clients reach this member at, as
+	// Cluster.MemberList reports them (etcd's --advertise-client-urls).
+	// Default: none.
+	ClientURLs []string
 	// MaxRequestBytes bounds write requests as etcd's --max-request-bytes
 	// does. Default DefaultMaxRequestBytes.
 	MaxRequestBytes int

@@ -20,9 +20,11 @@ import (
 
 // Server is one revd member. Its methods are safe for concurrent use.
 type Server struct {
-	// The KV methods below override every method of the embedded
-	// UnimplementedKVServer; it is there to satisfy etcdserverpb.KVServer.
+	// The KV and Cluster methods override every method of the embedded
+	// UnimplementedKVServer and UnimplementedClusterServer; they are there
+	// to satisfy etcdserverpb.KVServer and etcdserverpb.ClusterServer.
 	pb.UnimplementedKVServer
+	pb.UnimplementedClusterServer
 
 	opts    Options
 	log     *slog.Logger

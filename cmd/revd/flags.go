@@ -22,6 +22,7 @@ const (
 type config struct {
 	dataDir         string
 	clientURLs      []*url.URL
+	advertiseURLs   []string
 	natsListen      string
 	natsURL         string
 	name            string
@@ -38,9 +39,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("revd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg := &config{}
-	var urls, level string
+	var urls, advertise, level string
 	fs.StringVar(&cfg.dataDir, "data-dir", "default.revd", "data directory (created if missing)")
 	fs.StringVar(&urls, "listen-client-urls", "http://127.0.0.1:2379", "comma-separated URLs to serve etcd's gRPC API on (http only)")
+	fs.StringVar(&advertise, "advertise-client-urls", "", "comma-separated URLs clients reach this member at, as member list reports them (default: the --listen-client-urls)")
 	fs.StringVar(&cfg.natsListen, "nats-listen", "127.0.0.1:4222", `address of the embedded NATS server, or "off" for no TCP listener`)
 	fs.StringVar(&cfg.natsURL, "nats-url", "", "connect to this NATS server instead of embedding one")
 	fs.StringVar(&cfg.name, "name", "default", "member name")
@@ -85,6 +87,20 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			return nil, fmt.Errorf("--listen-client-urls: %q has no port", raw)
 		}
 		cfg.clientURLs = append(cfg.clientURLs, u)
+	}
+	for _, u := range cfg.clientURLs {
+		cfg.advertiseURLs = append(cfg.advertiseURLs, u.String())
+	}
+	if advertise != "" {
+		cfg.advertiseURLs = nil
+		for _, raw := range strings.Split(advertise, ",") {
+			raw = strings.TrimSpace(raw)
+			u, err := url.Parse(raw)
+			if err != nil || u.Host == "" || u.Port() == "" || (u.Scheme != "http" && u.Scheme != "https") {
+				return nil, fmt.Errorf("--advertise-client-urls: %q is not a URL like http://10.0.0.1:2379", raw)
+			}
+			cfg.advertiseURLs = append(cfg.advertiseURLs, raw)
+		}
 	}
 	if cfg.grpcServer != grpcServerWire && cfg.grpcServer != grpcServerGo {
 		return nil, fmt.Errorf("--grpc-server: %q is not one of %s, %s", cfg.grpcServer, grpcServerWire, grpcServerGo)

@@ -50,6 +50,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	srv, err := server.New(server.Options{
 		DataDir:               cfg.dataDir,
 		Name:                  cfg.name,
+		ClientURLs:            cfg.advertiseURLs,
 		MaxRequestBytes:       cfg.maxRequestBytes,
 		Logger:                log,
 		Feed:                  feed,

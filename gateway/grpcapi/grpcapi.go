@@ -6,10 +6,11 @@
 //
 // Served: KV (Range, Put, DeleteRange, Txn, Compact, RangeStream), Watch
 // (watch.go), Lease (lease.go: grant, revoke, keep-alive, time-to-live,
-// leases), Maintenance.Status and Maintenance.Alarm (always an empty alarm
-// list), enough for etcdctl's endpoint health and endpoint status. Cluster,
-// Auth and the other Maintenance calls answer codes.Unimplemented until revd
-// has them.
+// leases), Cluster (a cluster of one member that cannot change; see
+// server/cluster.go), and Maintenance's Status, Alarm (always an empty
+// alarm list), Defragment and MoveLeader. Auth and Maintenance's Hash,
+// HashKV, Snapshot and Downgrade answer codes.Unimplemented until revd has
+// them.
 package grpcapi
 
 import (
@@ -93,7 +94,7 @@ func register(r grpc.ServiceRegistrar, srv *server.Server) {
 	pb.RegisterMaintenanceServer(r, &maintenance{srv: srv})
 	pb.RegisterWatchServer(r, &watchServer{srv: srv})
 	pb.RegisterLeaseServer(r, &leaseServer{srv: srv})
-	pb.RegisterClusterServer(r, pb.UnimplementedClusterServer{})
+	pb.RegisterClusterServer(r, srv)
 	pb.RegisterAuthServer(r, pb.UnimplementedAuthServer{})
 }
 
@@ -108,4 +109,12 @@ func (m *maintenance) Status(ctx context.Context, r *pb.StatusRequest) (*pb.Stat
 
 func (m *maintenance) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
 	return m.srv.Alarm(ctx, r)
+}
+
+func (m *maintenance) Defragment(ctx context.Context, r *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
+	return m.srv.Defragment(ctx, r)
+}
+
+func (m *maintenance) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
+	return m.srv.MoveLeader(ctx, r)
 }

@@ -129,7 +129,8 @@ type StreamRange struct{ *pb.RangeRequest }
 
 // Call sends req (a *pb.RangeRequest, StreamRange, PutRequest,
 // DeleteRangeRequest, TxnRequest, CompactionRequest, StatusRequest or
-// AlarmRequest) to one server.
+// AlarmRequest, DefragmentRequest, MoveLeaderRequest or one of the Cluster
+// requests) to one server.
 func Call(c *testutil.Clients, req proto.Message) Answer {
 	ctx, cancel := context.WithTimeout(context.Background(), OpTimeout)
 	defer cancel()
@@ -152,6 +153,20 @@ func Call(c *testutil.Clients, req proto.Message) Answer {
 		resp, err = nilIfErr(c.Maintenance.Status(ctx, r))
 	case *pb.AlarmRequest:
 		resp, err = nilIfErr(c.Maintenance.Alarm(ctx, r))
+	case *pb.DefragmentRequest:
+		resp, err = nilIfErr(c.Maintenance.Defragment(ctx, r))
+	case *pb.MoveLeaderRequest:
+		resp, err = nilIfErr(c.Maintenance.MoveLeader(ctx, r))
+	case *pb.MemberListRequest:
+		resp, err = nilIfErr(c.Cluster.MemberList(ctx, r))
+	case *pb.MemberAddRequest:
+		resp, err = nilIfErr(c.Cluster.MemberAdd(ctx, r))
+	case *pb.MemberRemoveRequest:
+		resp, err = nilIfErr(c.Cluster.MemberRemove(ctx, r))
+	case *pb.MemberUpdateRequest:
+		resp, err = nilIfErr(c.Cluster.MemberUpdate(ctx, r))
+	case *pb.MemberPromoteRequest:
+		resp, err = nilIfErr(c.Cluster.MemberPromote(ctx, r))
 	default:
 		panic(fmt.Sprintf("conformance: unsupported request %T", req))
 	}
@@ -196,10 +211,17 @@ func nilIfErr[T proto.Message](resp T, err error) (proto.Message, error) {
 // reference's answer.
 func (h *Harness) Do(label string, req proto.Message) Answer {
 	h.T.Helper()
-	want := h.Ref.Call(req)
+	return h.DoEach(label, req, req)
+}
+
+// DoEach is Do for a request that must name something of each server's
+// own, such as its member id: ref goes to the reference, req to the target.
+func (h *Harness) DoEach(label string, ref, req proto.Message) Answer {
+	h.T.Helper()
+	want := h.Ref.Call(ref)
 	if h.Ref.Proc != nil && want.Code() == codes.Unavailable && refDied(h.Ref.Proc) {
 		h.T.Fatalf("%s: the reference %s died on this request (an etcd bug the workload must avoid):\n%s\nanswer: %s",
-			label, h.Ref.Name, indent(clip(text(req))), want)
+			label, h.Ref.Name, indent(clip(text(ref))), want)
 	}
 	got := h.Target.Call(req)
 	h.count(req, want)
@@ -277,6 +299,16 @@ func (s *Server) normalize(resp proto.Message) (proto.Message, error) {
 	case *pb.StatusResponse:
 		hdr = r.Header
 	case *pb.AlarmResponse:
+		hdr = r.Header
+	case *pb.DefragmentResponse:
+		if r.Header == nil {
+			return resp, nil // etcd's has none
+		}
+		hdr = r.Header
+	case *pb.MoveLeaderResponse:
+		if r.Header == nil {
+			return resp, nil // etcd's has none
+		}
 		hdr = r.Header
 	default:
 		return nil, fmt.Errorf("%s: unexpected response type %T", s.Name, resp)

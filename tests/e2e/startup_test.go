@@ -48,6 +48,10 @@ func TestRevdStartupErrors(t *testing.T) {
 	if code != 2 || !strings.Contains(out, "only http://") {
 		t.Errorf("https URL: exit %d, stderr %q", code, out)
 	}
+	code, out = runRevd(t, "--advertise-client-urls", "127.0.0.1:2379")
+	if code != 2 || !strings.Contains(out, "--advertise-client-urls") {
+		t.Errorf("advertised URL without scheme: exit %d, stderr %q", code, out)
+	}
 
 	held := testutil.StartRevd(t, testutil.Options{})
 	ports := testutil.FreePorts(t, 2)

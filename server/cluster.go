@@ -1,0 +1,139 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// The Cluster service of a revd server: a cluster of one member, this one,
+// that never changes. revd has no peers, so the member has no peer URLs;
+// its client URLs are Options.ClientURLs.
+//
+// Requests that name another member, or that etcd refuses on a one-member
+// cluster, get etcd's answers:
+//
+//	MemberList                 the member
+//	MemberRemove, MemberUpdate, MemberPromote of an unknown id
+//	                           "etcdserver: member not found"
+//	MemberRemove of this member
+//	                           "etcdserver: re-configuration failed due to
+//	                           not enough started members", code Unknown
+//	                           (etcd keeps its last voting member)
+//	MemberPromote of this member
+//	                           "etcdserver: can only promote a learner member"
+//	MemberAdd with bad peer URLs
+//	                           "etcdserver: given member URLs are invalid"
+//
+// What etcd would carry out and revd cannot (adding a member, changing this
+// member's peer URLs) is refused with ErrMembershipFixed, and changes
+// nothing.
+
+// ErrMembershipFixed answers the membership changes revd cannot make.
+var ErrMembershipFixed = status.Error(codes.Unimplemented,
+	"revd: the cluster is this one member and its membership cannot change (revd has no peers)")
+
+// clusterHeader is the header of Cluster answers: like etcd's, the cluster
+// and member ids and the term, no revision.
+func (s *Server) clusterHeader() *pb.ResponseHeader {
+	return &pb.ResponseHeader{ClusterId: s.meta.ClusterID, MemberId: s.meta.MemberID, RaftTerm: s.meta.Term}
+}
+
+// members is the member list: this member.
+func (s *Server) members() []*pb.Member {
+	return []*pb.Member{{
+		ID:         s.meta.MemberID,
+		Name:       s.opts.Name,
+		ClientURLs: append([]string(nil), s.opts.ClientURLs...),
+	}}
+}
+
+// MemberList answers Cluster.MemberList. The list is always current, so a
+// linearizable request needs nothing more.
+func (s *Server) MemberList(ctx context.Context, _ *pb.MemberListRequest) (*pb.MemberListResponse, error) {
+	return &pb.MemberListResponse{Header: s.clusterHeader(), Members: s.members()}, nil
+}
+
+// MemberAdd answers Cluster.MemberAdd: bad peer URLs get etcd's error,
+// good ones ErrMembershipFixed.
+func (s *Server) MemberAdd(ctx context.Context, r *pb.MemberAddRequest) (*pb.MemberAddResponse, error) {
+	if err := checkPeerURLs(r.PeerURLs); err != nil {
+		return nil, rpctypes.ErrGRPCMemberBadURLs
+	}
+	return nil, ErrMembershipFixed
+}
+
+// MemberRemove answers Cluster.MemberRemove.
+func (s *Server) MemberRemove(ctx context.Context, r *pb.MemberRemoveRequest) (*pb.MemberRemoveResponse, error) {
+	if r.ID != s.meta.MemberID {
+		return nil, rpctypes.ErrGRPCMemberNotFound
+	}
+	return nil, errNotEnoughStarted
+}
+
+// errNotEnoughStarted is etcd's answer to the removal of its last voting
+// member. etcd maps the error to a client-side rpctypes.EtcdError instead of
+// a status, so gRPC sends it with code Unknown; so does revd.
+var errNotEnoughStarted = status.Error(codes.Unknown, status.Convert(rpctypes.ErrGRPCMemberNotEnoughStarted).Message())
+
+// MemberUpdate answers Cluster.MemberUpdate.
+func (s *Server) MemberUpdate(ctx context.Context, r *pb.MemberUpdateRequest) (*pb.MemberUpdateResponse, error) {
+	if r.ID != s.meta.MemberID {
+		return nil, rpctypes.ErrGRPCMemberNotFound
+	}
+	return nil, ErrMembershipFixed
+}
+
+// MemberPromote answers Cluster.MemberPromote: this member is a voting
+// member already, and there is no other.
+func (s *Server) MemberPromote(ctx context.Context, r *pb.MemberPromoteRequest) (*pb.MemberPromoteResponse, error) {
+	if r.ID != s.meta.MemberID {
+		return nil, rpctypes.ErrGRPCMemberNotFound
+	}
+	return nil, rpctypes.ErrGRPCMemberNotLearner
+}
+
+// MoveLeader answers Maintenance.MoveLeader: this member leads already, so
+// moving the leadership to it succeeds at once (as in etcd, whose answer
+// has no header); any other target is etcd's "bad leader transferee".
+func (s *Server) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
+	if r.TargetID != s.meta.MemberID {
+		return nil, rpctypes.ErrGRPCBadLeaderTransferee
+	}
+	return &pb.MoveLeaderResponse{}, nil
+}
+
+// checkPeerURLs accepts what etcd's types.NewURLs accepts: at least one
+// URL; http and https ones with a host:port and no path; unix and unixs
+// ones.
+func checkPeerURLs(urls []string) error {
+	if len(urls) == 0 {
+		return fmt.Errorf("server: no peer URLs given")
+	}
+	for _, raw := range urls {
+		u, err := url.Parse(strings.TrimSpace(raw))
+		if err != nil {
+			return err
+		}
+		switch u.Scheme {
+		case "http", "https":
+			if _, _, err := net.SplitHostPort(u.Host); err != nil {
+				return fmt.Errorf("server: peer URL %q is not host:port", raw)
+			}
+			if u.Path != "" {
+				return fmt.Errorf("server: peer URL %q has a path", raw)
+			}
+		case "unix", "unixs":
+		default:
+			return fmt.Errorf("server: peer URL %q: scheme must be http, https, unix or unixs", raw)
+		}
+	}
+	return nil
+}

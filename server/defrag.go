@@ -1,0 +1,36 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"revd/journal"
+)
+
+// Defragment answers Maintenance.Defragment ("etcdctl defrag"): it compacts
+// the whole journal so that the space of deleted entries returns to the
+// file system now (journal.Journal.Defragment; a physical compaction has
+// given back its records' space already), and answers once that is done,
+// with no header, as etcd does. Unlike etcd's, it holds up no request
+// meanwhile.
+//
+// Errors: the context's status if the caller gives up first,
+// rpctypes.ErrGRPCStopped once the server is stopping, Internal for a
+// failed rewrite.
+func (s *Server) Defragment(ctx context.Context, _ *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
+	if err := s.j.Defragment(ctx); err != nil {
+		switch {
+		case errors.Is(err, journal.ErrClosed):
+			return nil, rpctypes.ErrGRPCStopped
+		case ctx.Err() != nil:
+			return nil, toStatus(ctx.Err())
+		}
+		return nil, status.Errorf(codes.Internal, "revd: %v", err)
+	}
+	return &pb.DefragmentResponse{}, nil
+}

@@ -1,0 +1,89 @@
+package conformance
+
+import (
+	"testing"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"revd/tests/testutil"
+)
+
+// unknownMember is a member id neither server has.
+const unknownMember = 0x1234567890
+
+// TestCluster compares the Cluster service ("etcdctl member ...") and
+// Maintenance's MoveLeader and Defragment on a one-member cluster. The
+// requests that name "this member" carry each server's own id.
+func TestCluster(t *testing.T) {
+	h := NewHarness(t, testutil.Options{})
+	h.Do("put", put("k", "v"))
+	self := func(s *Server) uint64 {
+		t.Helper()
+		a := s.Call(&pb.StatusRequest{})
+		if a.Err != nil {
+			t.Fatalf("%s: Status: %v", s.Name, a.Err)
+		}
+		return a.Resp.(*pb.StatusResponse).Header.MemberId
+	}
+	refID, tgtID := self(h.Ref), self(h.Target)
+
+	list := func(label string) {
+		t.Helper()
+		for _, s := range []*Server{h.Ref, h.Target} {
+			a := s.Call(&pb.MemberListRequest{Linearizable: true})
+			if a.Err != nil {
+				t.Fatalf("%s: %s MemberList: %v", label, s.Name, a.Err)
+			}
+			r := a.Resp.(*pb.MemberListResponse)
+			// etcd's Cluster headers carry no revision.
+			if r.Header == nil || r.Header.MemberId != self(s) || r.Header.ClusterId == 0 || r.Header.RaftTerm == 0 || r.Header.Revision != 0 {
+				t.Fatalf("%s: %s MemberList header: %s", label, s.Name, text(r.Header))
+			}
+			want := &pb.Member{ID: self(s), Name: "default", ClientURLs: []string{s.Proc.ClientURL}}
+			if len(r.Members) != 1 {
+				t.Fatalf("%s: %s lists %d members, want 1:\n%s", label, s.Name, len(r.Members), text(r))
+			}
+			got := proto.Clone(r.Members[0]).(*pb.Member)
+			if s == h.Ref {
+				// etcd listens to its peers; revd has none.
+				if len(got.PeerURLs) == 0 {
+					t.Fatalf("%s: etcd lists no peer URLs: %s", label, text(got))
+				}
+				got.PeerURLs = nil
+			}
+			if !proto.Equal(got, want) {
+				t.Fatalf("%s: %s lists\n%s\nwant\n%s", label, s.Name, text(got), text(want))
+			}
+		}
+	}
+	list("fresh")
+
+	h.Do("remove an unknown member", &pb.MemberRemoveRequest{ID: unknownMember})
+	h.Do("update an unknown member", &pb.MemberUpdateRequest{ID: unknownMember, PeerURLs: []string{"http://127.0.0.1:1"}})
+	h.Do("promote an unknown member", &pb.MemberPromoteRequest{ID: unknownMember})
+	h.DoEach("promote this member", &pb.MemberPromoteRequest{ID: refID}, &pb.MemberPromoteRequest{ID: tgtID})
+	for _, urls := range [][]string{nil, {"127.0.0.1:2380"}, {"http://127.0.0.1"}, {"http://127.0.0.1:2380/path"}, {"ftp://127.0.0.1:2380"}, {"http://127.0.0.1:2380", "%"}} {
+		h.Do("add a member with peer URLs "+oneLine(&pb.MemberAddRequest{PeerURLs: urls}), &pb.MemberAddRequest{PeerURLs: urls})
+	}
+	h.Do("move the leadership to an unknown member", &pb.MoveLeaderRequest{TargetID: unknownMember})
+	h.DoEach("move the leadership to this member", &pb.MoveLeaderRequest{TargetID: refID}, &pb.MoveLeaderRequest{TargetID: tgtID})
+	h.Do("compact", compact(2, true))
+	h.Do("defragment", &pb.DefragmentRequest{})
+	h.DoEach("remove this member", &pb.MemberRemoveRequest{ID: refID}, &pb.MemberRemoveRequest{ID: tgtID})
+
+	// What etcd carries out and revd cannot: refused, nothing changed.
+	for label, req := range map[string]proto.Message{
+		"add a member":              &pb.MemberAddRequest{PeerURLs: []string{"http://127.0.0.1:2390"}},
+		"add a learner":             &pb.MemberAddRequest{PeerURLs: []string{"http://127.0.0.1:2390"}, IsLearner: true},
+		"update this member's URLs": &pb.MemberUpdateRequest{ID: tgtID, PeerURLs: []string{"http://127.0.0.1:2390"}},
+	} {
+		a := h.Target.Call(req)
+		if a.Code() != codes.Unimplemented || a.Message() != "revd: the cluster is this one member and its membership cannot change (revd has no peers)" {
+			t.Errorf("%s: revd answered %s, want Unimplemented with revd's message", label, a)
+		}
+	}
+	list("after the refused changes")
+	h.Do("read after it all", &pb.RangeRequest{Key: []byte("k")})
+}
