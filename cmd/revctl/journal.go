@@ -39,6 +39,8 @@ var journalSubcommands = []struct{ name, use, short string }{
 		"Builds a new data directory from an export (FILE - reads stdin)"},
 	{"verify", "verify --data-dir DIR [--progress]",
 		"Checks checksums, revision sequence and fold rules; prints the state hash"},
+	{"restore", "restore FILE --out DIR",
+		"Builds a new data directory from a snapshot file (etcdctl snapshot save against revd)"},
 	{"rebuild", "rebuild --data-dir DIR --out DIR [--at-rev R] [--progress]",
 		"Builds a new data directory as of revision R (default: the last)"},
 	{"stats", "stats --data-dir DIR [-w json]",
@@ -60,7 +62,7 @@ var journalFlagOwners = map[string][]string{
 	"prefix":   {"export"},
 	"format":   {"export", "tail"},
 	"progress": {"export", "import", "verify", "rebuild"},
-	"out":      {"import", "rebuild"},
+	"out":      {"import", "restore", "rebuild"},
 	"at-rev":   {"rebuild"},
 	"rev":      {"hash"},
 }
@@ -80,7 +82,7 @@ func journalCommand(r *runner, fs *flagSet) func([]string) error {
 	f.StringVar(&o.prefix, "prefix", "", "export: only keys with this prefix (such an export cannot be imported)")
 	f.StringVar(&o.format, "format", "jsonl", "export: jsonl or proto (import tells them apart itself)")
 	f.BoolVar(&o.progress, "progress", false, "show a progress bar on stderr even when it is not a terminal")
-	f.StringVar(&o.out, "out", "", "import, rebuild: the data directory to create (must not exist, or be empty)")
+	f.StringVar(&o.out, "out", "", "import, rebuild: the data directory to create (must not exist, or be empty); restore: the data directory to create (must not exist)")
 	f.Int64Var(&o.atRev, "at-rev", 0, "rebuild: the revision to rebuild at (default: the last)")
 	f.Int64Var(&o.rev, "rev", 0, "hash: the revision to hash (default: the newest)")
 	return func(args []string) error {
@@ -103,6 +105,8 @@ func journalCommand(r *runner, fs *flagSet) func([]string) error {
 			return r.journalExport(args, o)
 		case "import":
 			return r.journalImport(args, o)
+		case "restore":
+			return r.journalRestore(args, o)
 		case "verify":
 			return r.journalVerify(args, o)
 		case "rebuild":
@@ -251,6 +255,27 @@ func (r *runner) journalImport(args []string, o journalOptions) error {
 		return failed(err)
 	}
 	r.printBuilt("imported", o.out, res)
+	return nil
+}
+
+// journalRestore unpacks a snapshot file (journal.RestoreSnapshot) into a
+// new data directory.
+func (r *runner) journalRestore(args []string, o journalOptions) error {
+	if err := needArgs("restore", args, 1, "one argument: the snapshot file"); err != nil {
+		return err
+	}
+	if o.out == "" {
+		return journalUsageErr("journal restore needs --out")
+	}
+	if _, err := os.Stat(args[0]); err != nil {
+		return journalUsageErr("%v", err)
+	}
+	m, err := journal.RestoreSnapshot(args[0], o.out)
+	if err != nil {
+		return failed(err)
+	}
+	fmt.Fprintf(r.stdout, "restored %s at revision %d (compact revision %d, base revision %d)\n",
+		o.out, m.LastRev, m.CompactRev, m.BaseRev)
 	return nil
 }
 

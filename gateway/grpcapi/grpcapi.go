@@ -8,9 +8,9 @@
 // (watch.go), Lease (lease.go: grant, revoke, keep-alive, time-to-live,
 // leases), Cluster (a cluster of one member that cannot change; see
 // server/cluster.go), and Maintenance's Status, Alarm (always an empty
-// alarm list), Defragment and MoveLeader. Auth and Maintenance's Hash,
-// HashKV, Snapshot and Downgrade answer codes.Unimplemented until revd has
-// them.
+// alarm list), Defragment, MoveLeader and Snapshot (a revd snapshot file,
+// see package journal). Auth and Maintenance's Hash, HashKV and Downgrade
+// answer codes.Unimplemented until revd has them.
 package grpcapi
 
 import (
@@ -113,6 +113,10 @@ func (m *maintenance) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmR
 
 func (m *maintenance) Defragment(ctx context.Context, r *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
 	return m.srv.Defragment(ctx, r)
+}
+
+func (m *maintenance) Snapshot(r *pb.SnapshotRequest, srv pb.Maintenance_SnapshotServer) error {
+	return m.srv.Snapshot(r, srv)
 }
 
 func (m *maintenance) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {

@@ -1,0 +1,293 @@
+package journal
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// A snapshot file is what "etcdctl snapshot save" writes from a revd
+// server (Maintenance.Snapshot): a checkpoint of the data directory (see
+// Checkpoint) packed as a tar archive (USTAR, regular files and
+// directories, paths relative to the data directory), followed by the
+// archive's SHA-256 (32 bytes), as etcd's snapshots end with theirs. A tar
+// archive is made of 512-byte blocks, so the file's size is 32 more than a
+// multiple of 512, which is what etcd's client checks before it keeps the
+// file. RestoreSnapshot turns it back into a data directory.
+
+// snapshotMode is the mode of every file a snapshot holds or restores.
+const snapshotMode = 0o600
+
+// ErrBadSnapshot is returned (wrapped) by RestoreSnapshot for a file that is
+// not a whole revd snapshot: truncated, altered, or of another kind (an
+// etcd snapshot, for one).
+var ErrBadSnapshot = errors.New("journal: not a revd snapshot, or a damaged one")
+
+// Snapshot is a consistent copy of the journal, ready to be sent as a tar
+// archive. Close removes the copy.
+type Snapshot struct {
+	root  string // removed by Close
+	dir   string // the checkpoint, root/data
+	files []snapshotFile
+	size  int64
+}
+
+type snapshotFile struct {
+	name string // slash-separated, relative to dir
+	size int64  // -1 for a directory
+}
+
+// Snapshot checkpoints the journal (see Checkpoint) into a new directory
+// under tmp, to be sent with WriteTo. On the file system of the data
+// directory the checkpoint hard-links the tables, so it is quick and takes
+// little room; elsewhere it copies them.
+func (j *Journal) Snapshot(tmp string) (*Snapshot, error) {
+	root, err := os.MkdirTemp(tmp, "revd-snapshot-")
+	if err != nil {
+		return nil, fmt.Errorf("journal: snapshot: %w", err)
+	}
+	s := &Snapshot{root: root, dir: filepath.Join(root, "data")}
+	if err := j.Checkpoint(s.dir); err != nil {
+		s.Close()
+		return nil, err
+	}
+	err = filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == s.dir {
+			return err
+		}
+		rel, err := filepath.Rel(s.dir, p)
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			s.files = append(s.files, snapshotFile{name: filepath.ToSlash(rel), size: -1})
+			s.size += 512
+		case d.Type().IsRegular():
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			size := info.Size()
+			if isWAL(p) {
+				if size, err = walDataEnd(p, size); err != nil {
+					return err
+				}
+			}
+			s.files = append(s.files, snapshotFile{name: filepath.ToSlash(rel), size: size})
+			s.size += 512 + (size+511)/512*512
+		default:
+			return fmt.Errorf("%s is not a regular file", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("journal: snapshot: %w", err)
+	}
+	s.size += 1024 // the archive's end: two zero blocks
+	return s, nil
+}
+
+// Size is the length of the archive WriteTo writes (without the SHA-256
+// that ends a snapshot file).
+func (s *Snapshot) Size() int64 { return s.size }
+
+// WriteTo writes the archive to w: Size bytes.
+func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
+	cw := &countingWriter{w: w}
+	tw := tar.NewWriter(cw)
+	for _, f := range s.files {
+		if err := s.writeFile(tw, f); err != nil {
+			return cw.n, fmt.Errorf("journal: snapshot: %w", err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return cw.n, fmt.Errorf("journal: snapshot: %w", err)
+	}
+	if cw.n != s.size {
+		return cw.n, fmt.Errorf("journal: snapshot: wrote %d bytes, announced %d", cw.n, s.size)
+	}
+	return cw.n, nil
+}
+
+func (s *Snapshot) writeFile(tw *tar.Writer, f snapshotFile) error {
+	hdr := &tar.Header{Name: f.name, Mode: snapshotMode, ModTime: time.Unix(0, 0), Format: tar.FormatUSTAR}
+	if f.size < 0 {
+		hdr.Typeflag, hdr.Name, hdr.Mode = tar.TypeDir, f.name+"/", 0o700
+		return tw.WriteHeader(hdr)
+	}
+	hdr.Typeflag, hdr.Size = tar.TypeReg, f.size
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	in, err := os.Open(filepath.Join(s.dir, filepath.FromSlash(f.name)))
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	// The checkpoint is private to this snapshot: nothing writes to it.
+	if _, err := io.CopyN(tw, in, f.size); err != nil {
+		return fmt.Errorf("%s: %w", f.name, err)
+	}
+	return nil
+}
+
+// walBlock is the block size of Pebble's WAL format.
+const walBlock = 32 << 10
+
+// walDataEnd is where the WAL at p (size bytes) can be cut without changing
+// what Pebble reads from it: after its last block that is not all zeroes.
+// walFS sizes every WAL in advance (4 MiB and more of zeroes), and the
+// checkpoint copies them whole; a WAL that ends at a block boundary reads
+// as one whose tail is zeroes (see walFS). A recycled WAL's tail holds an
+// older log, not zeroes, and is kept.
+func walDataEnd(p string, size int64) (int64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	buf := make([]byte, walBlock)
+	for off := (size - 1) / walBlock * walBlock; off >= 0; off -= walBlock {
+		n, err := f.ReadAt(buf[:min(walBlock, size-off)], off)
+		if err != nil && !(errors.Is(err, io.EOF) && int64(n) == size-off) {
+			return 0, err
+		}
+		if slices.ContainsFunc(buf[:n], func(b byte) bool { return b != 0 }) {
+			return min(off+walBlock, size), nil
+		}
+	}
+	return 0, nil
+}
+
+// Close removes the checkpoint.
+func (s *Snapshot) Close() error { return os.RemoveAll(s.root) }
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// RestoreSnapshot builds the data directory dir (which must not exist) from
+// the snapshot file at file, after checking its SHA-256, and returns its
+// meta as OpenReadOnly reads it. On any error dir is removed again.
+//
+// Errors: one wrapping ErrBadSnapshot for a file that is not a whole revd
+// snapshot; one wrapping fs.ErrExist if dir exists; otherwise the failed
+// file system operation.
+func RestoreSnapshot(file, dir string) (m Meta, err error) {
+	in, err := os.Open(file)
+	if err != nil {
+		return Meta{}, fmt.Errorf("journal: restore: %w", err)
+	}
+	defer in.Close()
+	info, err := in.Stat()
+	if err != nil {
+		return Meta{}, fmt.Errorf("journal: restore: %w", err)
+	}
+	archive := info.Size() - sha256.Size
+	if archive < 1024 || archive%512 != 0 {
+		return Meta{}, fmt.Errorf("%w: %s has %d bytes, not a tar archive and its SHA-256", ErrBadSnapshot, file, info.Size())
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return Meta{}, fmt.Errorf("journal: restore: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
+	h := sha256.New()
+	body := io.TeeReader(io.LimitReader(in, archive), h)
+	if err := untar(body, dir); err != nil {
+		return Meta{}, err
+	}
+	if _, err := io.Copy(io.Discard, body); err != nil { // the end blocks
+		return Meta{}, fmt.Errorf("journal: restore: %w", err)
+	}
+	var sum [sha256.Size]byte
+	if _, err := io.ReadFull(in, sum[:]); err != nil {
+		return Meta{}, fmt.Errorf("journal: restore: %w", err)
+	}
+	if !bytes.Equal(sum[:], h.Sum(nil)) {
+		return Meta{}, fmt.Errorf("%w: %s: SHA-256 mismatch", ErrBadSnapshot, file)
+	}
+	if err := syncDir(dir); err != nil {
+		return Meta{}, fmt.Errorf("journal: restore: %w", err)
+	}
+	j, err := OpenReadOnly(dir, Options{CacheBytes: 1 << 20})
+	if err != nil {
+		return Meta{}, fmt.Errorf("%w: the restored directory does not open: %v", ErrBadSnapshot, err)
+	}
+	m = j.Meta()
+	if err := j.Close(); err != nil {
+		return Meta{}, err
+	}
+	return m, nil
+}
+
+// untar writes the archive's files into dir, each synced.
+func untar(r io.Reader, dir string) error {
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+		}
+		name := path.Clean(hdr.Name)
+		if !fs.ValidPath(name) || name == "." {
+			return fmt.Errorf("%w: entry %q", ErrBadSnapshot, hdr.Name)
+		}
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			if err := os.Mkdir(p, 0o700); err != nil {
+				return fmt.Errorf("journal: restore: %w", err)
+			}
+		case tar.TypeReg:
+			if err := writeSynced(p, tr, hdr.Size); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("%w: entry %q is not a file or directory", ErrBadSnapshot, hdr.Name)
+		}
+	}
+}
+
+func writeSynced(p string, r io.Reader, size int64) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, snapshotMode)
+	if err != nil {
+		return fmt.Errorf("journal: restore: %w", err)
+	}
+	if _, err := io.CopyN(f, r, size); err != nil {
+		f.Close()
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("%w: %s is cut short", ErrBadSnapshot, filepath.Base(p))
+		}
+		return fmt.Errorf("journal: restore: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("journal: restore: %w", err)
+	}
+	return f.Close()
+}

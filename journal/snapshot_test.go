@@ -1,0 +1,111 @@
+package journal
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// writeSnapshotFile writes s as a snapshot file (the archive and its
+// SHA-256) and returns its bytes.
+func writeSnapshotFile(t *testing.T, s *Snapshot, file string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	n, err := s.WriteTo(&buf)
+	if err != nil {
+		t.Fatalf("WriteTo: %v", err)
+	}
+	if n != s.Size() || int64(buf.Len()) != s.Size() || n%512 != 0 {
+		t.Fatalf("WriteTo wrote %d bytes (buffer %d), Size() = %d: want equal, a multiple of 512", n, buf.Len(), s.Size())
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	buf.Write(sum[:])
+	if err := os.WriteFile(file, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestSnapshotRestore: a snapshot taken while the journal keeps committing
+// restores into a data directory with exactly the records committed
+// before it, and a damaged, cut or foreign file restores nothing.
+func TestSnapshotRestore(t *testing.T) {
+	h := newHistory(10, 40)
+	j := openT(t, t.TempDir())
+	commitT(t, j, h.records[:19]...)
+	compactT(t, j, 20)
+	if err := j.Fold(19, 0); err != nil {
+		t.Fatal(err)
+	}
+	commitT(t, j, h.records[19:30]...) // in the WAL (walFS sizes it ahead)
+	tmp := t.TempDir()
+	s, err := j.Snapshot(tmp)
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	// A few KiB of records, in the WAL: the zeroes walFS puts ahead in
+	// each WAL (MiBs) stay out of the archive.
+	if s.Size() > 256<<10 {
+		t.Errorf("Size() = %d for a few KiB of data", s.Size())
+	}
+	commitT(t, j, h.records[30:]...) // after the snapshot: not in it
+	file := filepath.Join(t.TempDir(), "snap.db")
+	data := writeSnapshotFile(t, s, file)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("Close left %d entries in the temporary directory", len(left))
+	}
+
+	dir := filepath.Join(t.TempDir(), "restored")
+	m, err := RestoreSnapshot(file, dir)
+	if err != nil {
+		t.Fatalf("RestoreSnapshot: %v", err)
+	}
+	src := j.Meta()
+	if m.ClusterID != src.ClusterID || m.MemberID != src.MemberID || m.CompactRev != 20 || m.BaseRev != 19 || m.LastRev != h.records[29].Revision {
+		t.Errorf("restored meta %+v; want the source's ids, compact 20, base 19, last %d", m, h.records[29].Revision)
+	}
+	r := openT(t, dir)
+	checkFolded(t, r, h, 19, h.records[29].Revision)
+	closeT(t, r)
+
+	if _, err := RestoreSnapshot(file, dir); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("restore into an existing directory: %v, want fs.ErrExist", err)
+	}
+	for name, bad := range map[string][]byte{
+		"a flipped byte":   flip(data, len(data)/2),
+		"a flipped sum":    flip(data, len(data)-1),
+		"cut short":        data[:len(data)-512],
+		"no sum":           data[:len(data)-32],
+		"an empty archive": append(make([]byte, 1024), sum256(make([]byte, 1024))...),
+	} {
+		f := filepath.Join(t.TempDir(), "bad.db")
+		if err := os.WriteFile(f, bad, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(t.TempDir(), "out")
+		if _, err := RestoreSnapshot(f, out); !errors.Is(err, ErrBadSnapshot) {
+			t.Errorf("%s: RestoreSnapshot: %v, want ErrBadSnapshot", name, err)
+		}
+		if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: the failed restore left %s behind (%v)", name, out, err)
+		}
+	}
+}
+
+func flip(b []byte, i int) []byte {
+	c := bytes.Clone(b)
+	c[i] ^= 0x40
+	return c
+}
+
+func sum256(b []byte) []byte {
+	s := sha256.Sum256(b)
+	return s[:]
+}
