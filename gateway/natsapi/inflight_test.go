@@ -32,19 +32,7 @@ func (g *gateKV) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespon
 
 func TestMaxInFlight(t *testing.T) {
 	const guard = 10 * time.Second
-	ns, err := StartEmbedded(EmbeddedOptions{Listen: ListenOff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
-	connect := func() *nats.Conn {
-		nc, err := nats.Connect(ns.ClientURL(), nats.InProcessServer(ns))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
+	connect := inProcessNATS(t)
 	kv := &gateKV{entered: make(chan string, 4), gate: make(chan struct{})}
 	full := make(chan string, 4)
 	status := func(context.Context, *pb.StatusRequest) (*pb.StatusResponse, error) { return &pb.StatusResponse{}, nil }
@@ -107,5 +95,25 @@ func TestErrorReplyCodes(t *testing.T) {
 	code, desc := errorReply(context.DeadlineExceeded)
 	if code != "4" || desc != "context deadline exceeded" {
 		t.Fatalf("errorReply(DeadlineExceeded) = %q, %q", code, desc)
+	}
+}
+
+// inProcessNATS starts an embedded NATS server without a listener, shut
+// down when the test ends, and returns a function that opens in-process
+// connections to it (each closed when the test ends).
+func inProcessNATS(t *testing.T) func() *nats.Conn {
+	t.Helper()
+	ns, err := StartEmbedded(EmbeddedOptions{Listen: ListenOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	return func() *nats.Conn {
+		nc, err := nats.Connect(ns.ClientURL(), nats.InProcessServer(ns))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
 	}
 }

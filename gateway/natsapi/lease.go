@@ -36,10 +36,10 @@ func (s *Service) addLeaseEndpoints(svc micro.Service) error {
 		return nil
 	}
 	return s.addUnary(svc, []endpoint{
-		{EndpointLeaseGrant, unary(ls.LeaseGrant)},
-		{EndpointLeaseRevoke, unary(ls.LeaseRevoke)},
-		{EndpointLeaseTimeToLive, unary(ls.LeaseTimeToLive)},
-		{EndpointLeaseLeases, unary(ls.LeaseLeases)},
-		{EndpointLeaseKeepAlive, unary(ls.LeaseKeepAliveOnce)},
+		{name: EndpointLeaseGrant, run: unary(ls.LeaseGrant)},
+		{name: EndpointLeaseRevoke, run: unary(ls.LeaseRevoke)},
+		{name: EndpointLeaseTimeToLive, run: unary(ls.LeaseTimeToLive)},
+		{name: EndpointLeaseLeases, run: unary(ls.LeaseLeases)},
+		{name: EndpointLeaseKeepAlive, run: unary(ls.LeaseKeepAliveOnce)},
 	})
 }

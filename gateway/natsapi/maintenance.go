@@ -44,7 +44,7 @@ func (s *Service) addMaintenanceEndpoints(svc micro.Service) error {
 		return nil
 	}
 	return s.addUnary(svc, []endpoint{
-		{EndpointCheckpoint, unary(ms.Checkpoint)},
-		{EndpointHash, unary(ms.Hash)},
+		{name: EndpointCheckpoint, run: unary(ms.Checkpoint)},
+		{name: EndpointHash, run: unary(ms.Hash)},
 	})
 }

@@ -36,7 +36,8 @@ type Options struct {
 	MaxInFlight int
 
 	// RequestTimeout bounds each call's context. Default
-	// DefaultRequestTimeout.
+	// DefaultRequestTimeout. Writes started through a WriteStarter have
+	// no context: they end when durable or refused.
 	RequestTimeout time.Duration
 
 	// Logger receives warnings about requests that could not be answered.
@@ -135,14 +136,20 @@ func Serve(nc *nats.Conn, kv pb.KVServer, status StatusFunc, opts Options) (*Ser
 	}
 	s.svc = svc
 
-	if err := s.addUnary(svc, []endpoint{
-		{EndpointRange, unary(kv.Range)},
-		{EndpointPut, unary(kv.Put)},
-		{EndpointDeleteRange, unary(kv.DeleteRange)},
-		{EndpointTxn, unary(kv.Txn)},
-		{EndpointCompact, unary(kv.Compact)},
-		{EndpointStatus, unary(status)},
-	}); err != nil {
+	kvEndpoints := []endpoint{
+		{name: EndpointRange, run: unary(kv.Range)},
+		{name: EndpointPut, run: unary(kv.Put)},
+		{name: EndpointDeleteRange, run: unary(kv.DeleteRange)},
+		{name: EndpointTxn, run: unary(kv.Txn)},
+		{name: EndpointCompact, run: unary(kv.Compact)},
+		{name: EndpointStatus, run: unary(status)},
+	}
+	if ws, ok := kv.(WriteStarter); ok {
+		kvEndpoints[1].start = startWrite(ws, kv.Put)
+		kvEndpoints[2].start = startWrite(ws, kv.DeleteRange)
+		kvEndpoints[3].start = startWrite(ws, kv.Txn)
+	}
+	if err := s.addUnary(svc, kvEndpoints); err != nil {
 		_ = svc.Stop()
 		return nil, err
 	}
@@ -165,6 +172,40 @@ func Serve(nc *nats.Conn, kv pb.KVServer, status StatusFunc, opts Options) (*Ser
 type endpoint struct {
 	name string
 	run  call
+	// start, if set, is tried first: see asyncCall.
+	start asyncCall
+}
+
+// WriteStarter is a KV server that can start a write without a goroutine
+// waiting for it (revd's *server.Server; see its StartWrite): Serve then
+// runs Put, DeleteRange and writing Txns through it, and answers from done.
+// Such a write ends when it is durable or refused, not at
+// Options.RequestTimeout, as over gRPC.
+type WriteStarter interface {
+	StartWrite(req proto.Message, done func(proto.Message, error)) bool
+}
+
+// An asyncCall decodes payload and either starts the call, which ends by
+// calling done once (it returns nil), or hands back what is left to run on
+// a goroutine of its own (a read-only Txn, which StartWrite does not take).
+type asyncCall func(payload []byte, done func(proto.Message, error)) (rest func(context.Context) (proto.Message, error))
+
+// startWrite adapts a write method and its WriteStarter to an asyncCall.
+func startWrite[Req any, Resp proto.Message, PReq interface {
+	*Req
+	proto.Message
+}](ws WriteStarter, fn func(context.Context, PReq) (Resp, error)) asyncCall {
+	return func(payload []byte, done func(proto.Message, error)) func(context.Context) (proto.Message, error) {
+		req := PReq(new(Req))
+		if err := proto.Unmarshal(payload, req); err != nil {
+			done(nil, errBadPayload(req, err))
+			return nil
+		}
+		if ws.StartWrite(req, done) {
+			return nil
+		}
+		return func(ctx context.Context) (proto.Message, error) { return orEmpty(fn(ctx, req)) }
+	}
 }
 
 // addUnary registers request-reply endpoints, each call run in its own
@@ -172,8 +213,7 @@ type endpoint struct {
 func (s *Service) addUnary(svc micro.Service, eps []endpoint) error {
 	for _, ep := range eps {
 		subject := Subject(s.opts.SubjectPrefix, ep.name)
-		run := ep.run
-		handler := micro.HandlerFunc(func(req micro.Request) { s.dispatch(subject, run, req) })
+		handler := micro.HandlerFunc(func(req micro.Request) { s.dispatch(subject, ep, req) })
 		// micro endpoint names may not contain dots.
 		if err := svc.AddEndpoint(endpointName(ep.name), handler, micro.WithEndpointSubject(subject)); err != nil {
 			return fmt.Errorf("natsapi: add endpoint %s: %w", subject, err)
@@ -236,7 +276,7 @@ func (s *Service) Info() micro.Info { return s.svc.Info() }
 
 // dispatch runs in the endpoint's subscription goroutine: it takes an
 // in-flight slot (waiting while MaxInFlight calls run) and starts the call.
-func (s *Service) dispatch(subject string, run call, req micro.Request) {
+func (s *Service) dispatch(subject string, ep endpoint, req micro.Request) {
 	reply := req.Reply()
 	if reply == "" {
 		s.log.Warn("dropping a request without a reply subject", "subject", subject)
@@ -266,12 +306,23 @@ func (s *Service) dispatch(subject string, run call, req micro.Request) {
 	s.calls.Add(1)
 	s.mu.Unlock()
 
+	run := func(ctx context.Context) (proto.Message, error) { return ep.run(ctx, payload) }
+	if ep.start != nil {
+		run = ep.start(payload, func(resp proto.Message, err error) {
+			s.respond(subject, reply, resp, err)
+			<-s.sem
+			s.calls.Done()
+		})
+		if run == nil {
+			return // started: done answers
+		}
+	}
 	go func() {
 		defer s.calls.Done()
 		defer func() { <-s.sem }()
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.RequestTimeout)
 		defer cancel()
-		resp, err := run(ctx, payload)
+		resp, err := run(ctx)
 		s.respond(subject, reply, resp, err)
 	}()
 }
@@ -320,15 +371,17 @@ func unary[Req any, Resp proto.Message, PReq interface {
 		if err := proto.Unmarshal(payload, req); err != nil {
 			return nil, errBadPayload(req, err)
 		}
-		resp, err := fn(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		if !resp.ProtoReflect().IsValid() { // a nil response: reply with an empty one
-			return nil, nil
-		}
-		return resp, nil
+		return orEmpty(fn(ctx, req))
 	}
+}
+
+// orEmpty passes a call's result on, a nil response as none (the reply is
+// then an empty payload).
+func orEmpty[Resp proto.Message](resp Resp, err error) (proto.Message, error) {
+	if err != nil || !resp.ProtoReflect().IsValid() {
+		return nil, err
+	}
+	return resp, nil
 }
 
 func endpointName(endpoint string) string {
