@@ -13,6 +13,10 @@ const APIVersion = "3.7.3"
 // StorageVersion is reported as etcd 3.7.3 reports its storage version.
 const StorageVersion = "3.7.0"
 
+// ClusterVersion is the cluster version a one-member etcd 3.7.3 reports
+// (its /version's "etcdcluster").
+const ClusterVersion = "3.7.0"
+
 // DBSizeQuota is reported as etcd's default backend quota (2 GiB); revd
 // enforces no quota.
 const DBSizeQuota = 2 << 30

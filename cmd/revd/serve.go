@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"revd/gateway/grpcapi"
+	"revd/gateway/httpapi"
 	"revd/gateway/natsapi"
 	"revd/server"
 )
@@ -71,12 +72,24 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	defer svc.Stop()
 
 	gs := newGRPC(cfg, srv, log)
+	hs := &http.Server{
+		Handler: httpapi.Handler(srv, httpapi.Options{
+			ServerVersion: server.APIVersion, ClusterVersion: server.ClusterVersion, StorageVersion: server.StorageVersion,
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelDebug),
+	}
 	errc := make(chan error, len(lns)+1)
 	for _, ln := range lns {
-		go func(ln net.Listener) { errc <- gs.Serve(ln) }(ln)
+		// gRPC and etcd's HTTP endpoints (/health, /version, ...) share
+		// the client port, as in etcd.
+		grpcLn, httpLn := httpapi.Split(ln, httpapi.SplitOptions{})
+		go func() { errc <- gs.Serve(grpcLn) }()
+		go func() { _ = hs.Serve(httpLn) }()
 	}
-	lns = nil // gs owns them now
+	lns = nil // gs and hs own them now
 	defer gs.Stop()
+	defer hs.Close()
 
 	if cfg.pprofAddr != "" {
 		ps := &http.Server{Addr: cfg.pprofAddr, ReadHeaderTimeout: 5 * time.Second}

@@ -1,0 +1,16 @@
+// Package httpapi serves the plain HTTP endpoints etcd serves on its client
+// port next to gRPC: /health, /livez, /readyz (with their per-check
+// subpaths and ?verbose, ?exclude=, ?serializable=true) and /version, with
+// etcd's bodies, status codes and CORS headers, so that load balancers,
+// Kubernetes probes and scripts that poll etcd poll revd alike.
+//
+// Split shares one listener between the two protocols: it reads the first
+// bytes of each new connection, hands those that start with HTTP/2's client
+// preface (gRPC) to one listener and the others (HTTP/1.x) to another, and
+// replays the bytes it read. It does so on a goroutine per new connection,
+// so a client that sends nothing holds up no other; established
+// connections pay nothing.
+//
+// Not served (404, as etcd answers unknown paths): etcd's /metrics
+// (Prometheus), /debug/vars and its JSON gRPC gateway (/v3/...).
+package httpapi

@@ -1,0 +1,177 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+)
+
+// Reader is what the health checks read through: revd's *server.Server.
+type Reader interface {
+	Range(context.Context, *pb.RangeRequest) (*pb.RangeResponse, error)
+}
+
+// Options configure Handler.
+type Options struct {
+	// ServerVersion, ClusterVersion and StorageVersion are /version's
+	// answer (etcd's "etcdserver", "etcdcluster" and "storage").
+	ServerVersion, ClusterVersion, StorageVersion string
+	// ReadTimeout bounds the read each health check makes. Default 7s,
+	// etcd's request timeout with its default election timeout (5s + 2 ×
+	// 1s).
+	ReadTimeout time.Duration
+}
+
+// Handler returns the HTTP endpoints (see the package doc), reading through
+// r. Like etcd's, every answer carries CORS headers allowing any origin,
+// and OPTIONS is answered 200 with nothing else.
+func Handler(r Reader, opts Options) http.Handler {
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = 7 * time.Second
+	}
+	h := &health{r: r, timeout: opts.ReadTimeout}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", h.serveHealth)
+	mux.HandleFunc("/version", func(w http.ResponseWriter, req *http.Request) {
+		if !allowGet(w, req) {
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		b, _ := json.Marshal(struct {
+			Server  string `json:"etcdserver"`
+			Cluster string `json:"etcdcluster"`
+			Storage string `json:"storage"`
+		}{opts.ServerVersion, opts.ClusterVersion, opts.StorageVersion})
+		w.Write(b)
+	})
+	h.install(mux, "/livez", []check{{"serializable_read", h.read(true)}})
+	h.install(mux, "/readyz", []check{
+		{"data_corruption", ok}, // revd raises no alarms
+		{"serializable_read", h.read(true)},
+		{"linearizable_read", h.read(false)},
+		{"non_learner", ok}, // revd is never a learner
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Add("Access-Control-Allow-Methods", "POST, GET, OPTIONS, PUT, DELETE")
+		w.Header().Add("Access-Control-Allow-Origin", "*")
+		w.Header().Add("Access-Control-Allow-Headers", "accept, content-type, authorization")
+		if req.Method == http.MethodOptions {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		mux.ServeHTTP(w, req)
+	})
+}
+
+type health struct {
+	r       Reader
+	timeout time.Duration
+}
+
+// check is one named check of /livez or /readyz.
+type check struct {
+	name string
+	run  func(context.Context) error
+}
+
+func ok(context.Context) error { return nil }
+
+// read is etcd's read check: a keys-only range of at most one key. etcd's
+// reads an empty key, which only its internal API accepts; this one reads
+// key "health", as "etcdctl endpoint health" does.
+func (h *health) read(serializable bool) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, h.timeout)
+		defer cancel()
+		_, err := h.r.Range(ctx, &pb.RangeRequest{Key: []byte("health"), KeysOnly: true, Limit: 1, Serializable: serializable})
+		return err
+	}
+}
+
+// serveHealth is etcd's /health: {"health":"true","reason":""}, or 503 with
+// the reason (?serializable=true reads serializably; ?exclude= names alarms
+// to ignore, and revd has none).
+func (h *health) serveHealth(w http.ResponseWriter, req *http.Request) {
+	if !allowGet(w, req) {
+		return
+	}
+	type result struct {
+		Health string `json:"health"`
+		Reason string `json:"reason"`
+	}
+	res := result{Health: "true"}
+	if err := h.read(req.URL.Query().Get("serializable") == "true")(req.Context()); err != nil {
+		res = result{Health: "false", Reason: fmt.Sprintf("RANGE ERROR:%s", err)}
+	}
+	b, _ := json.Marshal(res)
+	if res.Health != "true" {
+		http.Error(w, string(b), http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
+}
+
+// install registers root (every check but those ?exclude= names) and
+// root/<name> for each check, as etcd's check registries do.
+func (h *health) install(mux *http.ServeMux, root string, checks []check) {
+	mux.HandleFunc(root, func(w http.ResponseWriter, req *http.Request) {
+		excluded := req.URL.Query()["exclude"]
+		var run []check
+		for _, c := range checks {
+			if !slices.Contains(excluded, c.name) {
+				run = append(run, c)
+			}
+		}
+		serveChecks(w, req, run)
+	})
+	for _, c := range checks {
+		mux.HandleFunc(root+"/"+c.name, func(w http.ResponseWriter, req *http.Request) {
+			serveChecks(w, req, []check{c})
+		})
+	}
+}
+
+// serveChecks runs checks and answers "ok" (with ?verbose, a line per
+// check first), or 503 with a line per check.
+func serveChecks(w http.ResponseWriter, req *http.Request, checks []check) {
+	if !allowGet(w, req) {
+		return
+	}
+	var out strings.Builder
+	failed := false
+	for _, c := range checks {
+		if err := c.run(req.Context()); err != nil {
+			fmt.Fprintf(&out, "[-]%s failed: %v\n", c.name, err)
+			failed = true
+		} else {
+			fmt.Fprintf(&out, "[+]%s ok\n", c.name)
+		}
+	}
+	if failed {
+		http.Error(w, out.String(), http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if _, verbose := req.URL.Query()["verbose"]; verbose {
+		fmt.Fprint(w, out.String())
+	}
+	fmt.Fprint(w, "ok\n")
+}
+
+// allowGet answers anything but GET with 405, as etcd does.
+func allowGet(w http.ResponseWriter, req *http.Request) bool {
+	if req.Method == http.MethodGet {
+		return true
+	}
+	w.Header().Set("Allow", http.MethodGet)
+	http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+	return false
+}

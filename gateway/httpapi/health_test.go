@@ -1,0 +1,47 @@
+package httpapi
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+)
+
+// failingReader fails its reads of one consistency.
+type failingReader struct{ serializable bool }
+
+func (f failingReader) Range(_ context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
+	if r.Serializable == f.serializable {
+		return nil, rpctypes.ErrGRPCStopped
+	}
+	return &pb.RangeResponse{}, nil
+}
+
+// TestHealthFailures: a failing read makes the checks that depend on it
+// answer 503 with etcd's texts, and only those.
+func TestHealthFailures(t *testing.T) {
+	h := Handler(failingReader{serializable: false}, Options{})
+	for _, c := range []struct {
+		path   string
+		status int
+		body   string
+	}{
+		{"/health", 503, `{"health":"false","reason":"RANGE ERROR:rpc error: code = Unavailable desc = etcdserver: server stopped"}` + "\n"},
+		{"/health?serializable=true", 200, `{"health":"true","reason":""}`},
+		{"/livez", 200, "ok\n"},
+		{"/readyz?exclude=non_learner", 503, "[+]data_corruption ok\n[+]serializable_read ok\n[-]linearizable_read failed: rpc error: code = Unavailable desc = etcdserver: server stopped\n\n"},
+		{"/readyz?exclude=linearizable_read", 200, "ok\n"},
+		{"/readyz/linearizable_read", 503, "[-]linearizable_read failed: rpc error: code = Unavailable desc = etcdserver: server stopped\n\n"},
+	} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, c.path, nil))
+		body, _ := io.ReadAll(w.Result().Body)
+		if w.Code != c.status || string(body) != c.body {
+			t.Errorf("GET %s: %d %q, want %d %q", c.path, w.Code, body, c.status, c.body)
+		}
+	}
+}

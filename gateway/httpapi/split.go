@@ -1,0 +1,137 @@
+package httpapi
+
+import (
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"time"
+)
+
+// http2Preface is what every HTTP/2 client, gRPC's among them, sends first.
+const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// SplitOptions configure Split.
+type SplitOptions struct {
+	// SniffTimeout bounds the wait for a new connection's first bytes; a
+	// connection that sends too little in time is closed. Default 10s.
+	SniffTimeout time.Duration
+}
+
+// Split serves ln to two listeners: HTTP/2 connections (gRPC) on the
+// first, the others (HTTP/1.x) on the second. Closing either closes ln and
+// both.
+func Split(ln net.Listener, opts SplitOptions) (grpc, http net.Listener) {
+	if opts.SniffTimeout <= 0 {
+		opts.SniffTimeout = 10 * time.Second
+	}
+	s := &splitter{ln: ln, timeout: opts.SniffTimeout, done: make(chan struct{})}
+	s.h2 = &side{s: s, conns: make(chan net.Conn)}
+	s.h1 = &side{s: s, conns: make(chan net.Conn)}
+	go s.acceptLoop()
+	return s.h2, s.h1
+}
+
+type splitter struct {
+	ln      net.Listener
+	timeout time.Duration
+	h2, h1  *side
+
+	once sync.Once
+	done chan struct{}
+	err  error // why accepting stopped; set before done closes
+}
+
+func (s *splitter) acceptLoop() {
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			s.stop(err)
+			return
+		}
+		go s.route(c)
+	}
+}
+
+// route reads c's first bytes until they match the HTTP/2 preface or stop
+// matching it, and hands c to the side they name, with those bytes to be
+// read again. A connection that closes or stays silent while what it sent
+// still matches the preface is closed.
+func (s *splitter) route(c net.Conn) {
+	head := make([]byte, 0, len(http2Preface))
+	_ = c.SetReadDeadline(time.Now().Add(s.timeout))
+	for len(head) < len(http2Preface) && strings.HasPrefix(http2Preface, string(head)) {
+		n, err := c.Read(head[len(head):cap(head)])
+		head = head[:len(head)+n]
+		if err != nil && strings.HasPrefix(http2Preface, string(head)) {
+			c.Close()
+			return
+		}
+		if err != nil {
+			break // not HTTP/2: HTTP/1 reads the error again and answers
+		}
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	to := s.h1
+	if string(head) == http2Preface {
+		to = s.h2
+	}
+	select {
+	case to.conns <- &replayConn{Conn: c, head: head}:
+	case <-s.done:
+		c.Close()
+	}
+}
+
+func (s *splitter) stop(err error) {
+	s.once.Do(func() {
+		s.err = err
+		close(s.done)
+		s.ln.Close()
+	})
+}
+
+// side is one of Split's two listeners.
+type side struct {
+	s     *splitter
+	conns chan net.Conn
+}
+
+func (l *side) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.s.done:
+		if errors.Is(l.s.err, net.ErrClosed) || l.s.err == nil {
+			return nil, net.ErrClosed
+		}
+		return nil, l.s.err
+	}
+}
+
+func (l *side) Close() error {
+	l.s.stop(net.ErrClosed)
+	return nil
+}
+
+func (l *side) Addr() net.Addr { return l.s.ln.Addr() }
+
+// replayConn reads head before the rest of the connection.
+type replayConn struct {
+	net.Conn
+	head []byte
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	if len(c.head) > 0 {
+		n := copy(p, c.head)
+		c.head = c.head[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}

@@ -1,0 +1,106 @@
+package httpapi
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSplit: HTTP/1 requests reach the HTTP side and are answered; HTTP/2
+// connections reach the gRPC side with every byte they sent, the preface
+// included, however it was cut; a connection that says nothing useful
+// reaches neither; closing one side closes both.
+func TestSplit(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, h1 := Split(ln, SplitOptions{SniffTimeout: 500 * time.Millisecond})
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello "+r.URL.Path) })}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(h1) }()
+	defer hs.Close()
+	grpcConns := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := h2.Accept()
+			if err != nil {
+				close(grpcConns)
+				return
+			}
+			grpcConns <- c
+		}
+	}()
+	addr := ln.Addr().String()
+
+	for _, method := range []string{"GET", "POST"} { // POST shares its first byte with the preface
+		req, _ := http.NewRequest(method, "http://"+addr+"/x", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s over HTTP/1: %v", method, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != "hello /x" {
+			t.Errorf("%s over HTTP/1: %q", method, body)
+		}
+	}
+
+	for _, cut := range []int{len(http2Preface), 1, 3} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := http2Preface + "frames"
+		for i := 0; i < len(msg); i += cut {
+			if _, err := io.WriteString(c, msg[i:min(i+cut, len(msg))]); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		var got net.Conn
+		select {
+		case got = <-grpcConns:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("preface in pieces of %d: no connection on the gRPC side", cut)
+		}
+		buf := make([]byte, len(msg))
+		if _, err := io.ReadFull(got, buf); err != nil || string(buf) != msg {
+			t.Errorf("preface in pieces of %d: the gRPC side read %q, %v", cut, buf, err)
+		}
+		got.Close()
+		c.Close()
+	}
+
+	// Silent, and a preface cut short by a close: neither side gets them.
+	silent, _ := net.Dial("tcp", addr)
+	defer silent.Close()
+	short, _ := net.Dial("tcp", addr)
+	io.WriteString(short, http2Preface[:10])
+	short.Close()
+	select {
+	case c := <-grpcConns:
+		t.Fatalf("the gRPC side got %v", c.RemoteAddr())
+	case <-time.After(time.Second):
+	}
+	if _, err := silent.Read(make([]byte, 1)); err == nil {
+		t.Error("a silent connection stayed open past the sniff timeout")
+	}
+
+	h2.Close()
+	if _, ok := <-grpcConns; ok {
+		t.Error("the gRPC side accepted after Close")
+	}
+	select {
+	case err := <-served:
+		if !errors.Is(err, net.ErrClosed) && !strings.Contains(err.Error(), "closed") {
+			t.Errorf("HTTP side ended with %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("closing the gRPC side did not close the HTTP side")
+	}
+}
