@@ -14,13 +14,18 @@ import (
 // overwritten base and meta entries, a Fold whose compaction failed).
 // Commits, reads and Fold go on meanwhile.
 //
-// It returns ctx's error if ctx ends first (the tables rewritten so far
-// stay rewritten), ErrClosed once the journal is closed.
+// It returns ctx's error if ctx ends first, or the journal starts closing
+// meanwhile (the tables rewritten so far stay rewritten); ErrClosed once
+// the journal is closed.
 func (j *Journal) Defragment(ctx context.Context) error {
 	if err := j.life.enter(); err != nil {
 		return err
 	}
 	defer j.life.exit()
+	// Close stops the compaction too.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(j.life.ctx, cancel)()
 	start, before := time.Now(), j.db.Metrics().DiskSpaceUsage()
 	// Every key of the layout (see the package doc) sorts below 0xff.
 	if err := j.db.Compact(ctx, []byte{}, []byte{0xff}, true); err != nil {

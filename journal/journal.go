@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -101,6 +102,12 @@ func Open(dir string, opts Options) (*Journal, error) {
 	lock, err := pebble.LockDirectory(dir, vfs.Default)
 	if err != nil {
 		return nil, lockErr(dir, err)
+	}
+	// Snapshots a crash left behind: their hard links would hold tables
+	// forever.
+	if err := os.RemoveAll(filepath.Join(dir, snapshotsDir)); err != nil {
+		_ = lock.Close()
+		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
 	}
 	cache := pebble.NewCache(cacheBytes)
 	db, err := pebble.Open(dir, pebbleOptions(cache, lock, log.With("pebble", true)))

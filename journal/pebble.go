@@ -101,6 +101,8 @@ func pebbleFile(name string) bool {
 	switch {
 	case name == "LOCK", name == "CURRENT", name == "archive":
 		return true
+	case name == snapshotsDir: // revd's own, see Journal.Snapshot
+		return true
 	case strings.HasPrefix(name, "MANIFEST-"),
 		strings.HasPrefix(name, "OPTIONS-"),
 		strings.HasPrefix(name, "marker."),

@@ -46,12 +46,25 @@ type snapshotFile struct {
 	size int64  // -1 for a directory
 }
 
+// snapshotsDir is the directory, inside the data directory, that holds
+// the checkpoints behind snapshots being sent. Open removes what a crash
+// left in it.
+const snapshotsDir = "revd-snapshots"
+
 // Snapshot checkpoints the journal (see Checkpoint) into a new directory
-// under tmp, to be sent with WriteTo. On the file system of the data
-// directory the checkpoint hard-links the tables, so it is quick and takes
-// little room; elsewhere it copies them.
-func (j *Journal) Snapshot(tmp string) (*Snapshot, error) {
-	root, err := os.MkdirTemp(tmp, "revd-snapshot-")
+// under the data directory's snapshotsDir, to be sent with WriteTo: on the
+// data directory's own file system, so the checkpoint hard-links the
+// tables, is quick and takes little room.
+func (j *Journal) Snapshot() (*Snapshot, error) {
+	if err := j.life.enter(); err != nil {
+		return nil, err
+	}
+	defer j.life.exit()
+	parent := filepath.Join(j.dir, snapshotsDir)
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return nil, fmt.Errorf("journal: snapshot: %w", err)
+	}
+	root, err := os.MkdirTemp(parent, "s-")
 	if err != nil {
 		return nil, fmt.Errorf("journal: snapshot: %w", err)
 	}
@@ -185,8 +198,8 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 // RestoreSnapshot builds the data directory dir (which must not exist) from
-// the snapshot file at file, after checking its SHA-256, and returns its
-// meta as OpenReadOnly reads it. On any error dir is removed again.
+// the snapshot file at file, once its SHA-256 checks, and returns its meta
+// as OpenReadOnly reads it. On any error dir is removed again.
 //
 // Errors: one wrapping ErrBadSnapshot for a file that is not a whole revd
 // snapshot; one wrapping fs.ErrExist if dir exists; otherwise the failed
@@ -205,20 +218,9 @@ func RestoreSnapshot(file, dir string) (m Meta, err error) {
 	if archive < 1024 || archive%512 != 0 {
 		return Meta{}, fmt.Errorf("%w: %s has %d bytes, not a tar archive and its SHA-256", ErrBadSnapshot, file, info.Size())
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return Meta{}, fmt.Errorf("journal: restore: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			os.RemoveAll(dir)
-		}
-	}()
+	// The whole file is checked before anything is written.
 	h := sha256.New()
-	body := io.TeeReader(io.LimitReader(in, archive), h)
-	if err := untar(body, dir); err != nil {
-		return Meta{}, err
-	}
-	if _, err := io.Copy(io.Discard, body); err != nil { // the end blocks
+	if _, err := io.Copy(h, io.LimitReader(in, archive)); err != nil {
 		return Meta{}, fmt.Errorf("journal: restore: %w", err)
 	}
 	var sum [sha256.Size]byte
@@ -228,8 +230,25 @@ func RestoreSnapshot(file, dir string) (m Meta, err error) {
 	if !bytes.Equal(sum[:], h.Sum(nil)) {
 		return Meta{}, fmt.Errorf("%w: %s: SHA-256 mismatch", ErrBadSnapshot, file)
 	}
-	if err := syncDir(dir); err != nil {
+	if _, err := in.Seek(0, io.SeekStart); err != nil {
 		return Meta{}, fmt.Errorf("journal: restore: %w", err)
+	}
+
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return Meta{}, fmt.Errorf("journal: restore: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
+	if err := untar(io.LimitReader(in, archive), dir); err != nil {
+		return Meta{}, err
+	}
+	for _, d := range []string{dir, filepath.Dir(filepath.Clean(dir))} {
+		if err := syncDir(d); err != nil {
+			return Meta{}, fmt.Errorf("journal: restore: %w", err)
+		}
 	}
 	j, err := OpenReadOnly(dir, Options{CacheBytes: 1 << 20})
 	if err != nil {
@@ -242,7 +261,10 @@ func RestoreSnapshot(file, dir string) (m Meta, err error) {
 	return m, nil
 }
 
-// untar writes the archive's files into dir, each synced.
+// untar writes the archive's files into dir, each synced. An entry that
+// does not fit (a name outside dir, a file twice, a file in a directory
+// the archive did not create first, something neither a file nor a
+// directory) means a foreign archive.
 func untar(r io.Reader, dir string) error {
 	tr := tar.NewReader(r)
 	for {
@@ -260,15 +282,17 @@ func untar(r io.Reader, dir string) error {
 		p := filepath.Join(dir, filepath.FromSlash(name))
 		switch hdr.Typeflag {
 		case tar.TypeDir:
-			if err := os.Mkdir(p, 0o700); err != nil {
-				return fmt.Errorf("journal: restore: %w", err)
-			}
+			err = os.Mkdir(p, 0o700)
 		case tar.TypeReg:
-			if err := writeSynced(p, tr, hdr.Size); err != nil {
-				return err
-			}
+			err = writeSynced(p, tr, hdr.Size)
 		default:
 			return fmt.Errorf("%w: entry %q is not a file or directory", ErrBadSnapshot, hdr.Name)
+		}
+		if errors.Is(err, fs.ErrExist) || errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: entry %q: %v", ErrBadSnapshot, hdr.Name, err)
+		}
+		if err != nil {
+			return err
 		}
 	}
 }

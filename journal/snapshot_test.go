@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"archive/tar"
 	"bytes"
 	"crypto/sha256"
 	"errors"
@@ -35,15 +36,15 @@ func writeSnapshotFile(t *testing.T, s *Snapshot, file string) []byte {
 // before it, and a damaged, cut or foreign file restores nothing.
 func TestSnapshotRestore(t *testing.T) {
 	h := newHistory(10, 40)
-	j := openT(t, t.TempDir())
+	srcDir := t.TempDir()
+	j := openT(t, srcDir)
 	commitT(t, j, h.records[:19]...)
 	compactT(t, j, 20)
 	if err := j.Fold(19, 0); err != nil {
 		t.Fatal(err)
 	}
 	commitT(t, j, h.records[19:30]...) // in the WAL (walFS sizes it ahead)
-	tmp := t.TempDir()
-	s, err := j.Snapshot(tmp)
+	s, err := j.Snapshot()
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}
@@ -58,8 +59,8 @@ func TestSnapshotRestore(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if left, _ := os.ReadDir(tmp); len(left) != 0 {
-		t.Errorf("Close left %d entries in the temporary directory", len(left))
+	if left, _ := os.ReadDir(filepath.Join(srcDir, snapshotsDir)); len(left) != 0 {
+		t.Errorf("Close left %d entries in %s", len(left), snapshotsDir)
 	}
 
 	dir := filepath.Join(t.TempDir(), "restored")
@@ -84,6 +85,9 @@ func TestSnapshotRestore(t *testing.T) {
 		"cut short":        data[:len(data)-512],
 		"no sum":           data[:len(data)-32],
 		"an empty archive": append(make([]byte, 1024), sum256(make([]byte, 1024))...),
+		"a file twice":     withSum(tarOf(t, "a", "a")),
+		"a file in a directory the archive lacks": withSum(tarOf(t, "sub/a")),
+		"a name outside": withSum(tarOf(t, "../a")),
 	} {
 		f := filepath.Join(t.TempDir(), "bad.db")
 		if err := os.WriteFile(f, bad, 0o600); err != nil {
@@ -109,3 +113,44 @@ func sum256(b []byte) []byte {
 	s := sha256.Sum256(b)
 	return s[:]
 }
+
+// TestSnapshotLeftByACrash: Open removes the checkpoints of snapshots a
+// crash interrupted, and the directory holding them does not make the data
+// directory look foreign.
+func TestSnapshotLeftByACrash(t *testing.T) {
+	dir := t.TempDir()
+	j := openT(t, dir)
+	commitT(t, j, newHistory(3, 5).records...)
+	if _, err := j.Snapshot(); err != nil { // never closed: the crash
+		t.Fatal(err)
+	}
+	closeT(t, j)
+	if entries, _ := os.ReadDir(filepath.Join(dir, snapshotsDir)); len(entries) != 1 {
+		t.Fatalf("%d snapshots left before reopening, want 1", len(entries))
+	}
+	j = openT(t, dir)
+	if _, err := os.Stat(filepath.Join(dir, snapshotsDir)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("after Open, %s: %v; want it gone", snapshotsDir, err)
+	}
+	if got := j.Meta().LastRev; got != 5 {
+		t.Errorf("LastRev %d after reopening, want 5", got)
+	}
+}
+
+// tarOf is an archive of empty files with the given names.
+func tarOf(t *testing.T, names ...string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, n := range names {
+		if err := tw.WriteHeader(&tar.Header{Name: n, Mode: 0o600, Typeflag: tar.TypeReg, Format: tar.FormatUSTAR}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func withSum(b []byte) []byte { return append(b, sum256(b)...) }

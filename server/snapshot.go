@@ -4,8 +4,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -25,16 +23,12 @@ const snapshotChunk = 32 << 10
 // in 32 KiB blobs, each with the bytes still to come and the storage
 // version, then one blob with the SHA-256; no message has a header.
 //
-// The copy is a journal checkpoint next to the data directory (hard links
-// on its file system), removed when the stream ends. Errors:
+// The copy is a journal checkpoint inside the data directory (hard links),
+// removed when the stream ends, or at the next start after a crash. Errors:
 // rpctypes.ErrGRPCStopped once the server is stopping, Internal for a copy
 // that fails, or the stream's own error when the client goes away.
 func (s *Server) Snapshot(_ *pb.SnapshotRequest, srv pb.Maintenance_SnapshotServer) error {
-	snap, err := s.j.Snapshot(filepath.Dir(filepath.Clean(s.opts.DataDir)))
-	if err != nil && !errors.Is(err, journal.ErrClosed) {
-		// The data directory's parent may not be writable.
-		snap, err = s.j.Snapshot(os.TempDir())
-	}
+	snap, err := s.j.Snapshot()
 	if err != nil {
 		if errors.Is(err, journal.ErrClosed) {
 			return rpctypes.ErrGRPCStopped
@@ -62,6 +56,11 @@ func (s *Server) Snapshot(_ *pb.SnapshotRequest, srv pb.Maintenance_SnapshotServ
 		if err := srv.Send(&pb.SnapshotResponse{RemainingBytes: uint64(total - sent), Blob: buf[:n], Version: StorageVersion}); err != nil {
 			return err
 		}
+	}
+	// The archive must end where announced: the writer's error, if any,
+	// comes with the end of the pipe.
+	if n, err := pr.Read(buf[:1]); n != 0 || err != io.EOF {
+		return status.Errorf(codes.Internal, "revd: snapshot: the archive does not end at %d bytes (%v)", total, err)
 	}
 	s.log.Info("snapshot sent", "bytes", total)
 	return srv.Send(&pb.SnapshotResponse{Blob: h.Sum(nil), Version: StorageVersion})

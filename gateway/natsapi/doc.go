@@ -94,16 +94,20 @@
 // The micro framework calls an endpoint's handler serially, one message at
 // a time, so no call may hold up the handler. When the KV server is a
 // WriteStarter (revd's is), a Put, DeleteRange or writing Txn is decoded
-// and started in the handler and answered from the server's callback once
-// durable or refused: no goroutine waits for it, as in revd's gRPC front
-// door (a goroutine and a context timer per write had cost more than a
-// third of the NATS path's CPU at 100 writers). Every other call runs in
-// a goroutine of its own with a context that expires after
-// Options.RequestTimeout. Either way one slow put never holds up the next
-// request, and the server's group commit sees many writes at once. At most
-// Options.MaxInFlight calls (over all endpoints) run at a time, a started
-// write counting until it is answered; when that many are running, further
-// requests wait in the NATS subscription's pending queue. Replies
+// and started in the handler, and the server's callback, once the write is
+// durable or refused, queues its answer for a publishing goroutine (the
+// callback runs on the server's writer, which must not wait for NATS): no
+// goroutine waits for the write, as in revd's gRPC front door (a goroutine
+// and a context timer per write had cost more than a third of the NATS
+// path's CPU at 100 writers). Every other call runs in a goroutine of its
+// own with a context that expires after Options.RequestTimeout. Either way
+// one slow put never holds up the next request, and the server's group
+// commit sees many writes at once. At most Options.MaxInFlight started
+// writes, and apart from them at most Options.MaxInFlight other calls, run
+// at a time (a write counting until its answer is published), so writes
+// held up by a slow disk do not starve reads and Status; when that many
+// are running, further requests wait in the NATS subscription's pending
+// queue. Replies
 // therefore need not come back in request order; NATS request/reply
 // matches each reply to its request. Because a
 // call outlives the micro handler, the service's STATS count requests but

@@ -31,8 +31,9 @@ type Options struct {
 	// DefaultSubjectPrefix ("revd"); tests use their own to stay isolated.
 	SubjectPrefix string
 
-	// MaxInFlight bounds the calls running at once, over all endpoints.
-	// Default DefaultMaxInFlight.
+	// MaxInFlight bounds the calls running at once, over all endpoints:
+	// the writes started through a WriteStarter, and apart from them the
+	// other calls, each up to this many. Default DefaultMaxInFlight.
 	MaxInFlight int
 
 	// RequestTimeout bounds each call's context. Default
@@ -64,12 +65,14 @@ type Options struct {
 
 // Service is a running NATS front door; see the package documentation.
 type Service struct {
-	nc      *nats.Conn
-	svc     micro.Service
-	opts    Options
-	log     *slog.Logger
-	sem     chan struct{} // one slot per running call
-	stopped chan struct{} // closed by Stop
+	nc       *nats.Conn
+	svc      micro.Service
+	opts     Options
+	log      *slog.Logger
+	sem      chan struct{} // one slot per running call, started writes aside
+	writeSem chan struct{} // one slot per started write (see WriteStarter)
+	replies  *replyQueue   // the answers of started writes
+	stopped  chan struct{} // closed by Stop
 
 	mu      sync.Mutex // guards closing and calls.Add against Stop
 	closing bool
@@ -119,11 +122,13 @@ func Serve(nc *nats.Conn, kv pb.KVServer, status StatusFunc, opts Options) (*Ser
 	}
 
 	s := &Service{
-		nc:      nc,
-		opts:    opts,
-		log:     opts.Logger.With("component", "natsapi"),
-		sem:     make(chan struct{}, opts.MaxInFlight),
-		stopped: make(chan struct{}),
+		nc:       nc,
+		opts:     opts,
+		log:      opts.Logger.With("component", "natsapi"),
+		sem:      make(chan struct{}, opts.MaxInFlight),
+		writeSem: make(chan struct{}, opts.MaxInFlight),
+		replies:  newReplyQueue(),
+		stopped:  make(chan struct{}),
 	}
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
@@ -165,6 +170,7 @@ func Serve(nc *nats.Conn, kv pb.KVServer, status StatusFunc, opts Options) (*Ser
 		_ = svc.Stop()
 		return nil, fmt.Errorf("natsapi: flush subscriptions: %w", err)
 	}
+	go s.replies.run(s.respond) // answers queued meanwhile wait for it
 	return s, nil
 }
 
@@ -248,9 +254,10 @@ func checkAlone(nc *nats.Conn, prefix string) error {
 }
 
 // Stop stops taking requests and waits for the calls already running to
-// return (each is bounded by Options.RequestTimeout). Requests that NATS
-// delivers after Stop began are answered with etcd's "server stopped"
-// (Unavailable). Stop is idempotent.
+// return (each is bounded by Options.RequestTimeout, and a started write
+// ends when it is durable or refused) and their answers to be published.
+// Requests that NATS delivers after Stop began are answered with etcd's
+// "server stopped" (Unavailable). Stop is idempotent.
 func (s *Service) Stop() error {
 	s.stopOnce.Do(func() {
 		s.stopErr = s.svc.Stop()
@@ -264,6 +271,7 @@ func (s *Service) Stop() error {
 		close(s.stopped)
 		s.mu.Unlock()
 		s.calls.Wait()
+		s.replies.close()
 		if s.watch != nil {
 			s.watch.shutdown()
 		}
@@ -275,7 +283,8 @@ func (s *Service) Stop() error {
 func (s *Service) Info() micro.Info { return s.svc.Info() }
 
 // dispatch runs in the endpoint's subscription goroutine: it takes an
-// in-flight slot (waiting while MaxInFlight calls run) and starts the call.
+// in-flight slot (waiting while MaxInFlight calls of its kind run) and
+// starts the call.
 func (s *Service) dispatch(subject string, ep endpoint, req micro.Request) {
 	reply := req.Reply()
 	if reply == "" {
@@ -283,14 +292,18 @@ func (s *Service) dispatch(subject string, ep endpoint, req micro.Request) {
 		return
 	}
 	payload := req.Data() // nats.go gives every message its own buffer
+	sem := s.sem
+	if ep.start != nil {
+		sem = s.writeSem // writes that wait for a sync do not starve reads
+	}
 	select {
-	case s.sem <- struct{}{}:
+	case sem <- struct{}{}:
 	default:
 		if s.opts.onFull != nil {
 			s.opts.onFull(subject)
 		}
 		select {
-		case s.sem <- struct{}{}:
+		case sem <- struct{}{}:
 		case <-s.stopped:
 			s.respond(subject, reply, nil, rpctypes.ErrGRPCStopped)
 			return
@@ -299,27 +312,28 @@ func (s *Service) dispatch(subject string, ep endpoint, req micro.Request) {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		<-s.sem
+		<-sem
 		s.respond(subject, reply, nil, rpctypes.ErrGRPCStopped)
 		return
 	}
 	s.calls.Add(1)
 	s.mu.Unlock()
+	release := func() {
+		<-sem
+		s.calls.Done()
+	}
 
 	run := func(ctx context.Context) (proto.Message, error) { return ep.run(ctx, payload) }
 	if ep.start != nil {
 		run = ep.start(payload, func(resp proto.Message, err error) {
-			s.respond(subject, reply, resp, err)
-			<-s.sem
-			s.calls.Done()
+			s.replies.push(queuedReply{subject: subject, reply: reply, resp: resp, err: err, release: release})
 		})
 		if run == nil {
 			return // started: done answers
 		}
 	}
 	go func() {
-		defer s.calls.Done()
-		defer func() { <-s.sem }()
+		defer release()
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.RequestTimeout)
 		defer cancel()
 		resp, err := run(ctx)

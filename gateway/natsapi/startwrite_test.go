@@ -43,9 +43,10 @@ func (k *startKV) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespo
 }
 
 // TestStartedWrites: with a WriteStarter, writes are started (no call of
-// the blocking Put), keep their in-flight slot until done, and are
-// answered from done; a request StartWrite refuses falls back to the
-// blocking method; a payload that does not decode is refused first.
+// the blocking Put), keep their in-flight slot until done (writes and other
+// calls have slots of their own), and are answered from done; a request
+// StartWrite refuses falls back to the blocking method; a payload that
+// does not decode is refused first.
 func TestStartedWrites(t *testing.T) {
 	const guard = 10 * time.Second
 	connect := inProcessNATS(t)
@@ -109,24 +110,33 @@ func TestStartedWrites(t *testing.T) {
 	if r, ok := w.req.(*pb.PutRequest); !ok || string(r.Key) != "a" {
 		t.Fatalf("started %v", w.req)
 	}
-	// The started put holds the only slot until done.
-	rng := request(SubjectRange, encode(&pb.RangeRequest{Key: []byte("b")}))
+	// The started put holds the only write slot until done: another put
+	// waits, a range (a slot of its own kind) does not.
+	put2 := request(SubjectPut, encode(&pb.PutRequest{Key: []byte("c")}))
 	select {
 	case s := <-full:
-		if s != SubjectRange {
+		if s != SubjectPut {
 			t.Fatalf("waiting request on %q", s)
 		}
 	case <-time.After(guard):
-		t.Fatal("the range did not wait for the started put's slot")
+		t.Fatal("the second put did not wait for the started put's slot")
+	}
+	var rr pb.RangeResponse
+	if err := proto.Unmarshal(wait(request(SubjectRange, encode(&pb.RangeRequest{Key: []byte("b")}))).Data, &rr); err != nil || rr.Count != 1 {
+		t.Fatalf("range reply %v, %v", &rr, err)
 	}
 	w.done(&pb.PutResponse{Header: &pb.ResponseHeader{Revision: 7}}, nil)
 	var pr pb.PutResponse
 	if err := proto.Unmarshal(wait(put).Data, &pr); err != nil || pr.Header.GetRevision() != 7 {
 		t.Fatalf("put reply %v, %v; want revision 7", &pr, err)
 	}
-	var rr pb.RangeResponse
-	if err := proto.Unmarshal(wait(rng).Data, &rr); err != nil || rr.Count != 1 {
-		t.Fatalf("range reply %v, %v", &rr, err)
+	w2 := start()
+	if r, ok := w2.req.(*pb.PutRequest); !ok || string(r.Key) != "c" {
+		t.Fatalf("started %v", w2.req)
+	}
+	w2.done(&pb.PutResponse{Header: &pb.ResponseHeader{Revision: 8}}, nil)
+	if err := proto.Unmarshal(wait(put2).Data, &pr); err != nil || pr.Header.GetRevision() != 8 {
+		t.Fatalf("second put reply %v, %v; want revision 8", &pr, err)
 	}
 
 	// A refused write is answered with its error.
