@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	_ "net/http/pprof" // served only with --pprof
+	"net/url"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"revd/gateway/grpcapi"
 	"revd/gateway/httpapi"
@@ -72,9 +76,23 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	defer svc.Stop()
 
 	gs := newGRPC(cfg, srv, log)
+	// etcd's JSON gateway calls the gRPC API through a connection to the
+	// first client URL, as etcd's does.
+	gwConn, err := grpc.NewClient(dialAddr(cfg.clientURLs[0]),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)))
+	if err != nil {
+		return fmt.Errorf("the JSON gateway's gRPC client: %w", err)
+	}
+	defer gwConn.Close()
+	gateway, err := httpapi.Gateway(ctx, gwConn)
+	if err != nil {
+		return err
+	}
 	hs := &http.Server{
 		Handler: httpapi.Handler(srv, httpapi.Options{
 			ServerVersion: server.APIVersion, ClusterVersion: server.ClusterVersion, StorageVersion: server.StorageVersion,
+			Gateway: gateway,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelDebug),
@@ -116,6 +134,19 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	case err := <-errc:
 		return fmt.Errorf("gRPC server: %w", err)
 	}
+}
+
+// dialAddr is where a client on this machine reaches u: its host and
+// port, or loopback for an unspecified host (0.0.0.0, ::).
+func dialAddr(u *url.URL) string {
+	host := u.Hostname()
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return net.JoinHostPort(host, u.Port())
 }
 
 // grpcServer is what serve needs of either gRPC server.

@@ -11,6 +11,9 @@
 // so a client that sends nothing holds up no other; established
 // connections pay nothing.
 //
+// Gateway is etcd's JSON gateway (/v3/...), as etcd builds it: etcd's
+// generated grpc-gateway handlers calling the server's own gRPC port.
+//
 // Not served (404, as etcd answers unknown paths): etcd's /metrics
-// (Prometheus), /debug/vars and its JSON gRPC gateway (/v3/...).
+// (Prometheus) and /debug/vars.
 package httpapi

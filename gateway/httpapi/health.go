@@ -22,6 +22,8 @@ type Options struct {
 	// ServerVersion, ClusterVersion and StorageVersion are /version's
 	// answer (etcd's "etcdserver", "etcdcluster" and "storage").
 	ServerVersion, ClusterVersion, StorageVersion string
+	// Gateway, if set, serves /v3/ (and /v3beta/, as /v3/): see Gateway.
+	Gateway http.Handler
 	// ReadTimeout bounds the read each health check makes. Default 7s,
 	// etcd's request timeout with its default election timeout (5s + 2 ×
 	// 1s).
@@ -57,7 +59,13 @@ func Handler(r Reader, opts Options) http.Handler {
 		{"linearizable_read", h.read(false)},
 		{"non_learner", ok}, // revd is never a learner
 	})
+	if opts.Gateway != nil {
+		mux.Handle("/v3/", opts.Gateway)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.HasPrefix(req.URL.Path, "/v3beta/") { // as etcd, for old clients
+			req.URL.Path = "/v3/" + strings.TrimPrefix(req.URL.Path, "/v3beta/")
+		}
 		w.Header().Add("Access-Control-Allow-Methods", "POST, GET, OPTIONS, PUT, DELETE")
 		w.Header().Add("Access-Control-Allow-Origin", "*")
 		w.Header().Add("Access-Control-Allow-Headers", "accept, content-type, authorization")

@@ -1,0 +1,39 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"go.etcd.io/etcd/api/v3/etcdserverpb/gw"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// Gateway returns etcd's JSON gateway (the /v3/ paths: POST
+// /v3/kv/range, /v3/kv/put, /v3/watch, /v3/lease/grant, ...), built as
+// etcd builds it: etcd's own generated handlers (etcdserverpb/gw) on
+// grpc-gateway with etcd's JSON options, calling the gRPC API through conn,
+// a client connection to this server's gRPC port. So a request has the
+// answer it has over gRPC, in etcd's JSON (proto field names, 64-bit
+// integers as strings, bytes as base64). Handler routes /v3/ to it (and,
+// like etcd, /v3beta/ as /v3/). etcd's lock and election gateways are not
+// served (revd has no such services); nor are websocket upgrades of
+// streams.
+func Gateway(ctx context.Context, conn *grpc.ClientConn) (http.Handler, error) {
+	mux := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard,
+		&runtime.HTTPBodyMarshaler{Marshaler: &runtime.JSONPb{
+			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: false},
+			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
+		}}))
+	for _, register := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
+		gw.RegisterKVHandler, gw.RegisterWatchHandler, gw.RegisterLeaseHandler,
+		gw.RegisterClusterHandler, gw.RegisterMaintenanceHandler, gw.RegisterAuthHandler,
+	} {
+		if err := register(ctx, mux, conn); err != nil {
+			return nil, fmt.Errorf("httpapi: gateway: %w", err)
+		}
+	}
+	return mux, nil
+}
