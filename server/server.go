@@ -20,11 +20,12 @@ import (
 
 // Server is one revd member. Its methods are safe for concurrent use.
 type Server struct {
-	// The KV and Cluster methods override every method of the embedded
-	// UnimplementedKVServer and UnimplementedClusterServer; they are there
-	// to satisfy etcdserverpb.KVServer and etcdserverpb.ClusterServer.
+	// The KV, Cluster and Auth methods override every method of the
+	// embedded Unimplemented*Servers; they are there to satisfy
+	// etcdserverpb's KVServer, ClusterServer and AuthServer.
 	pb.UnimplementedKVServer
 	pb.UnimplementedClusterServer
+	pb.UnimplementedAuthServer
 
 	opts    Options
 	log     *slog.Logger

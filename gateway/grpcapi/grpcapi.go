@@ -9,8 +9,9 @@
 // leases), Cluster (a cluster of one member that cannot change; see
 // server/cluster.go), and Maintenance's Status, Alarm (always an empty
 // alarm list), Defragment, MoveLeader and Snapshot (a revd snapshot file,
-// see package journal). Auth and Maintenance's Hash, HashKV and Downgrade
-// answer codes.Unimplemented until revd has them.
+// see package journal), and Auth as an etcd with authentication off and no
+// users (server/auth.go). Maintenance's Hash, HashKV and Downgrade answer
+// codes.Unimplemented until revd has them.
 package grpcapi
 
 import (
@@ -95,7 +96,7 @@ func register(r grpc.ServiceRegistrar, srv *server.Server) {
 	pb.RegisterWatchServer(r, &watchServer{srv: srv})
 	pb.RegisterLeaseServer(r, &leaseServer{srv: srv})
 	pb.RegisterClusterServer(r, srv)
-	pb.RegisterAuthServer(r, pb.UnimplementedAuthServer{})
+	pb.RegisterAuthServer(r, srv)
 }
 
 type maintenance struct {

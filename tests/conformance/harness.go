@@ -129,8 +129,9 @@ type StreamRange struct{ *pb.RangeRequest }
 
 // Call sends req (a *pb.RangeRequest, StreamRange, PutRequest,
 // DeleteRangeRequest, TxnRequest, CompactionRequest, StatusRequest or
-// AlarmRequest, DefragmentRequest, MoveLeaderRequest or one of the Cluster
-// requests) to one server.
+// AlarmRequest, DefragmentRequest, MoveLeaderRequest, one of the Cluster
+// requests or one of the Auth requests an auth store without users answers)
+// to one server.
 func Call(c *testutil.Clients, req proto.Message) Answer {
 	ctx, cancel := context.WithTimeout(context.Background(), OpTimeout)
 	defer cancel()
@@ -167,6 +168,34 @@ func Call(c *testutil.Clients, req proto.Message) Answer {
 		resp, err = nilIfErr(c.Cluster.MemberUpdate(ctx, r))
 	case *pb.MemberPromoteRequest:
 		resp, err = nilIfErr(c.Cluster.MemberPromote(ctx, r))
+	case *pb.AuthStatusRequest:
+		resp, err = nilIfErr(c.Auth.AuthStatus(ctx, r))
+	case *pb.AuthenticateRequest:
+		resp, err = nilIfErr(c.Auth.Authenticate(ctx, r))
+	case *pb.AuthDisableRequest:
+		resp, err = nilIfErr(c.Auth.AuthDisable(ctx, r))
+	case *pb.AuthUserListRequest:
+		resp, err = nilIfErr(c.Auth.UserList(ctx, r))
+	case *pb.AuthRoleListRequest:
+		resp, err = nilIfErr(c.Auth.RoleList(ctx, r))
+	case *pb.AuthUserGetRequest:
+		resp, err = nilIfErr(c.Auth.UserGet(ctx, r))
+	case *pb.AuthRoleGetRequest:
+		resp, err = nilIfErr(c.Auth.RoleGet(ctx, r))
+	case *pb.AuthUserDeleteRequest:
+		resp, err = nilIfErr(c.Auth.UserDelete(ctx, r))
+	case *pb.AuthRoleDeleteRequest:
+		resp, err = nilIfErr(c.Auth.RoleDelete(ctx, r))
+	case *pb.AuthUserChangePasswordRequest:
+		resp, err = nilIfErr(c.Auth.UserChangePassword(ctx, r))
+	case *pb.AuthUserGrantRoleRequest:
+		resp, err = nilIfErr(c.Auth.UserGrantRole(ctx, r))
+	case *pb.AuthUserRevokeRoleRequest:
+		resp, err = nilIfErr(c.Auth.UserRevokeRole(ctx, r))
+	case *pb.AuthRoleGrantPermissionRequest:
+		resp, err = nilIfErr(c.Auth.RoleGrantPermission(ctx, r))
+	case *pb.AuthRoleRevokePermissionRequest:
+		resp, err = nilIfErr(c.Auth.RoleRevokePermission(ctx, r))
 	default:
 		panic(fmt.Sprintf("conformance: unsupported request %T", req))
 	}
@@ -300,6 +329,11 @@ func (s *Server) normalize(resp proto.Message) (proto.Message, error) {
 		hdr = r.Header
 	case *pb.AlarmResponse:
 		hdr = r.Header
+	case *pb.AuthStatusResponse, *pb.AuthenticateResponse, *pb.AuthDisableResponse, *pb.AuthUserListResponse,
+		*pb.AuthRoleListResponse, *pb.AuthUserGetResponse, *pb.AuthRoleGetResponse, *pb.AuthUserDeleteResponse,
+		*pb.AuthRoleDeleteResponse, *pb.AuthUserChangePasswordResponse, *pb.AuthUserGrantRoleResponse,
+		*pb.AuthUserRevokeRoleResponse, *pb.AuthRoleGrantPermissionResponse, *pb.AuthRoleRevokePermissionResponse:
+		hdr = r.(interface{ GetHeader() *pb.ResponseHeader }).GetHeader()
 	case *pb.DefragmentResponse:
 		if r.Header == nil {
 			return resp, nil // etcd's has none

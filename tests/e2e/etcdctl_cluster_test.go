@@ -17,8 +17,8 @@ import (
 // self stands for the server's own member id (hex) in clusterSession.
 const self = "SELF"
 
-// clusterSession is the sequence of etcdctl's cluster and maintenance
-// commands run against both servers.
+// clusterSession is the sequence of etcdctl's cluster, maintenance and
+// auth commands run against both servers.
 func clusterSession() [][]string {
 	return [][]string{
 		{"member", "list"},
@@ -42,6 +42,15 @@ func clusterSession() [][]string {
 		{"member", "remove", self},
 		{"member", "list"},
 		{"endpoint", "status", "--cluster", "-w", "json"},
+		// Authentication off, no users or roles: etcd's answers.
+		{"auth", "status"},
+		{"auth", "status", "-w", "json"},
+		{"user", "list"},
+		{"role", "list"},
+		{"user", "get", "alice"},
+		{"role", "get", "reader"},
+		{"auth", "disable"},
+		{"--user", "root:secret", "get", "k"},
 	}
 }
 

@@ -118,6 +118,8 @@ func TestJSONGateway(t *testing.T) {
 		{"/v3/maintenance/status", `{}`, 0},
 		{"/v3/maintenance/alarm", `{"action":"GET"}`, 0},
 		{"/v3/cluster/member/list", `{}`, 0},
+		{"/v3/auth/status", `{}`, 0},
+		{"/v3/auth/authenticate", `{"name":"root","password":"secret"}`, 0},
 		{"/v3/kv/nope", `{}`, 0},
 	} {
 		wantStatus, want := gatewayCall(t, ref.ClientURL, c.path, c.body, c.lines)

@@ -18,6 +18,7 @@ type Clients struct {
 	Lease       pb.LeaseClient
 	Watch       pb.WatchClient
 	Cluster     pb.ClusterClient
+	Auth        pb.AuthClient
 }
 
 // Dial opens an insecure gRPC connection to endpoint (host:port), closed at
@@ -43,6 +44,7 @@ func Dial(t testing.TB, endpoint string) *Clients {
 		Lease:       pb.NewLeaseClient(conn),
 		Watch:       pb.NewWatchClient(conn),
 		Cluster:     pb.NewClusterClient(conn),
+		Auth:        pb.NewAuthClient(conn),
 	}
 }
 
