@@ -10,7 +10,8 @@
 // server/cluster.go), and Maintenance's Status, Alarm (always an empty
 // alarm list), Defragment, MoveLeader and Snapshot (a revd snapshot file,
 // see package journal), and Auth as an etcd with authentication off and no
-// users (server/auth.go). Maintenance's Hash, HashKV and Downgrade answer
+// users (server/auth.go), and Downgrade as an etcd with no downgrade job
+// that cannot start one. Maintenance's Hash and HashKV answer
 // codes.Unimplemented until revd has them.
 package grpcapi
 
@@ -118,6 +119,10 @@ func (m *maintenance) Defragment(ctx context.Context, r *pb.DefragmentRequest) (
 
 func (m *maintenance) Snapshot(r *pb.SnapshotRequest, srv pb.Maintenance_SnapshotServer) error {
 	return m.srv.Snapshot(r, srv)
+}
+
+func (m *maintenance) Downgrade(ctx context.Context, r *pb.DowngradeRequest) (*pb.DowngradeResponse, error) {
+	return m.srv.Downgrade(ctx, r)
 }
 
 func (m *maintenance) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {

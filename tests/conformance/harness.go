@@ -168,6 +168,8 @@ func Call(c *testutil.Clients, req proto.Message) Answer {
 		resp, err = nilIfErr(c.Cluster.MemberUpdate(ctx, r))
 	case *pb.MemberPromoteRequest:
 		resp, err = nilIfErr(c.Cluster.MemberPromote(ctx, r))
+	case *pb.DowngradeRequest:
+		resp, err = nilIfErr(c.Maintenance.Downgrade(ctx, r))
 	case *pb.AuthStatusRequest:
 		resp, err = nilIfErr(c.Auth.AuthStatus(ctx, r))
 	case *pb.AuthenticateRequest:
@@ -329,7 +331,7 @@ func (s *Server) normalize(resp proto.Message) (proto.Message, error) {
 		hdr = r.Header
 	case *pb.AlarmResponse:
 		hdr = r.Header
-	case *pb.AuthStatusResponse, *pb.AuthenticateResponse, *pb.AuthDisableResponse, *pb.AuthUserListResponse,
+	case *pb.DowngradeResponse, *pb.AuthStatusResponse, *pb.AuthenticateResponse, *pb.AuthDisableResponse, *pb.AuthUserListResponse,
 		*pb.AuthRoleListResponse, *pb.AuthUserGetResponse, *pb.AuthRoleGetResponse, *pb.AuthUserDeleteResponse,
 		*pb.AuthRoleDeleteResponse, *pb.AuthUserChangePasswordResponse, *pb.AuthUserGrantRoleResponse,
 		*pb.AuthUserRevokeRoleResponse, *pb.AuthRoleGrantPermissionResponse, *pb.AuthRoleRevokePermissionResponse:
