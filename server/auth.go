@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -41,13 +42,32 @@ func (s *Server) AuthDisable(context.Context, *pb.AuthDisableRequest) (*pb.AuthD
 	return &pb.AuthDisableResponse{Header: s.Header()}, nil
 }
 
-func (s *Server) UserAdd(context.Context, *pb.AuthUserAddRequest) (*pb.AuthUserAddResponse, error) {
+// UserAdd refuses, after etcd's checks of the password's length (bcrypt's)
+// and of the name.
+func (s *Server) UserAdd(_ context.Context, r *pb.AuthUserAddRequest) (*pb.AuthUserAddResponse, error) {
+	if !r.Options.GetNoPassword() && len(r.Password) > maxPasswordBytes {
+		return nil, errPasswordTooLong
+	}
+	if r.Name == "" {
+		return nil, rpctypes.ErrGRPCUserEmpty
+	}
 	return nil, ErrAuthUnsupported
 }
 
-func (s *Server) RoleAdd(context.Context, *pb.AuthRoleAddRequest) (*pb.AuthRoleAddResponse, error) {
+// RoleAdd refuses, after etcd's check of the name.
+func (s *Server) RoleAdd(_ context.Context, r *pb.AuthRoleAddRequest) (*pb.AuthRoleAddResponse, error) {
+	if r.Name == "" {
+		return nil, rpctypes.ErrGRPCRoleEmpty
+	}
 	return nil, ErrAuthUnsupported
 }
+
+// maxPasswordBytes is the longest password bcrypt, which etcd hashes
+// passwords with before anything else, accepts; errPasswordTooLong is
+// bcrypt's error, which etcd passes on as it is (code Unknown).
+const maxPasswordBytes = 72
+
+var errPasswordTooLong = status.Error(codes.Unknown, "bcrypt: password length exceeds 72 bytes")
 
 func (s *Server) UserList(context.Context, *pb.AuthUserListRequest) (*pb.AuthUserListResponse, error) {
 	return &pb.AuthUserListResponse{Header: s.Header()}, nil
@@ -65,7 +85,10 @@ func (s *Server) UserDelete(context.Context, *pb.AuthUserDeleteRequest) (*pb.Aut
 	return nil, rpctypes.ErrGRPCUserNotFound
 }
 
-func (s *Server) UserChangePassword(context.Context, *pb.AuthUserChangePasswordRequest) (*pb.AuthUserChangePasswordResponse, error) {
+func (s *Server) UserChangePassword(_ context.Context, r *pb.AuthUserChangePasswordRequest) (*pb.AuthUserChangePasswordResponse, error) {
+	if len(r.Password) > maxPasswordBytes {
+		return nil, errPasswordTooLong
+	}
 	return nil, rpctypes.ErrGRPCUserNotFound
 }
 
@@ -85,11 +108,16 @@ func (s *Server) RoleDelete(context.Context, *pb.AuthRoleDeleteRequest) (*pb.Aut
 	return nil, rpctypes.ErrGRPCRoleNotFound
 }
 
-// RoleGrantPermission checks, as etcd does before anything else, that a
-// permission is given.
+// RoleGrantPermission checks, as etcd does before it looks the role up,
+// that a permission is given and that its range is valid: a key, and no
+// range end or one above the key or "\x00" (every key from it on).
 func (s *Server) RoleGrantPermission(_ context.Context, r *pb.AuthRoleGrantPermissionRequest) (*pb.AuthRoleGrantPermissionResponse, error) {
-	if r.Perm == nil {
+	switch p := r.Perm; {
+	case p == nil:
 		return nil, rpctypes.ErrGRPCPermissionNotGiven
+	case len(p.Key) == 0,
+		len(p.RangeEnd) > 0 && bytes.Compare(p.Key, p.RangeEnd) >= 0 && !bytes.Equal(p.RangeEnd, []byte{0}):
+		return nil, rpctypes.ErrGRPCInvalidAuthMgmt
 	}
 	return nil, rpctypes.ErrGRPCRoleNotFound
 }

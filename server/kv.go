@@ -120,6 +120,18 @@ func (s *Server) StartWrite(req proto.Message, done func(proto.Message, error)) 
 	return true
 }
 
+// IsWrite reports whether StartWrite takes req: a Put, a DeleteRange or a
+// Txn that writes (a read-only Txn is served by Txn).
+func (s *Server) IsWrite(req proto.Message) bool {
+	switch r := req.(type) {
+	case *pb.PutRequest, *pb.DeleteRangeRequest:
+		return true
+	case *pb.TxnRequest:
+		return !etcdkv.IsTxnReadOnly(r)
+	}
+	return false
+}
+
 // errNotAWrite is checkWrite's answer for a request that is not a Put,
 // DeleteRange or Txn.
 var errNotAWrite = errors.New("server: not a write request")

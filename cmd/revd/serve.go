@@ -9,7 +9,8 @@ import (
 	"net"
 	"net/http"
 	_ "net/http/pprof" // served only with --pprof
-	"net/url"
+	"strconv"
+	"sync"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -77,16 +78,16 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 
 	gs := newGRPC(cfg, srv, log)
 	// etcd's JSON gateway calls the gRPC API through a connection to the
-	// first client URL, as etcd's does.
-	gwConn, err := grpc.NewClient(dialAddr(cfg.clientURLs[0]),
+	// first client port, as etcd's does.
+	gwConn, err := grpc.NewClient(dialAddr(lns[0].Addr()),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)))
 	if err != nil {
 		return fmt.Errorf("the JSON gateway's gRPC client: %w", err)
 	}
-	defer gwConn.Close()
 	gateway, err := httpapi.Gateway(ctx, gwConn)
 	if err != nil {
+		gwConn.Close()
 		return err
 	}
 	hs := &http.Server{
@@ -106,8 +107,14 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		go func() { _ = hs.Serve(httpLn) }()
 	}
 	lns = nil // gs and hs own them now
+	// HTTP first: the gateway's streams (a watch over /v3/watch) hold gRPC
+	// streams that would keep a graceful gRPC stop waiting.
+	stopHTTP := sync.OnceFunc(func() {
+		hs.Close()
+		gwConn.Close()
+	})
 	defer gs.Stop()
-	defer hs.Close()
+	defer stopHTTP()
 
 	if cfg.pprofAddr != "" {
 		ps := &http.Server{Addr: cfg.pprofAddr, ReadHeaderTimeout: 5 * time.Second}
@@ -129,6 +136,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	select {
 	case <-ctx.Done():
 		log.Info("stopping")
+		stopHTTP()
 		stopGRPC(gs)
 		return nil
 	case err := <-errc:
@@ -136,17 +144,21 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	}
 }
 
-// dialAddr is where a client on this machine reaches u: its host and
-// port, or loopback for an unspecified host (0.0.0.0, ::).
-func dialAddr(u *url.URL) string {
-	host := u.Hostname()
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		host = "127.0.0.1"
-		if ip != nil && ip.To4() == nil {
-			host = "::1"
+// dialAddr is where a client on this machine reaches a listener bound to
+// a: its address, or loopback for an unspecified one (0.0.0.0, ::).
+func dialAddr(a net.Addr) string {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a.String()
+	}
+	ip := ta.IP
+	if ip == nil || ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+		if ta.IP != nil && ta.IP.To4() == nil {
+			ip = net.IPv6loopback
 		}
 	}
-	return net.JoinHostPort(host, u.Port())
+	return net.JoinHostPort(ip.String(), strconv.Itoa(ta.Port))
 }
 
 // grpcServer is what serve needs of either gRPC server.

@@ -159,19 +159,21 @@ func (s *Server) Serve(l net.Listener) error {
 		if err != nil {
 			s.mu.Lock()
 			stopping := s.stopping
-			delete(s.listeners, l)
+			if stopping || errors.Is(err, net.ErrClosed) {
+				delete(s.listeners, l)
+			}
 			s.mu.Unlock()
 			if stopping {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				time.Sleep(delay)
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return err
 			}
-			l.Close()
-			return err
+			// Anything else (a timeout, no file descriptor left): wait and
+			// try again, as net/http does, rather than stop serving.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			time.Sleep(delay)
+			continue
 		}
 		delay = 0
 		c := newConn(s, nc)

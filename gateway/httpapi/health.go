@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc/status"
 )
 
 // Reader is what the health checks read through: revd's *server.Server.
@@ -98,7 +100,12 @@ func (h *health) read(serializable bool) func(context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, h.timeout)
 		defer cancel()
 		_, err := h.r.Range(ctx, &pb.RangeRequest{Key: []byte("health"), KeysOnly: true, Limit: 1, Serializable: serializable})
-		return err
+		if err != nil {
+			// etcd's reasons carry the error's own text ("etcdserver:
+			// server stopped"), not its gRPC status.
+			return errors.New(status.Convert(err).Message())
+		}
+		return nil
 	}
 }
 

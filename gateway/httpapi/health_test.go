@@ -30,12 +30,12 @@ func TestHealthFailures(t *testing.T) {
 		status int
 		body   string
 	}{
-		{"/health", 503, `{"health":"false","reason":"RANGE ERROR:rpc error: code = Unavailable desc = etcdserver: server stopped"}` + "\n"},
+		{"/health", 503, `{"health":"false","reason":"RANGE ERROR:etcdserver: server stopped"}` + "\n"},
 		{"/health?serializable=true", 200, `{"health":"true","reason":""}`},
 		{"/livez", 200, "ok\n"},
-		{"/readyz?exclude=non_learner", 503, "[+]data_corruption ok\n[+]serializable_read ok\n[-]linearizable_read failed: rpc error: code = Unavailable desc = etcdserver: server stopped\n\n"},
+		{"/readyz?exclude=non_learner", 503, "[+]data_corruption ok\n[+]serializable_read ok\n[-]linearizable_read failed: etcdserver: server stopped\n\n"},
 		{"/readyz?exclude=linearizable_read", 200, "ok\n"},
-		{"/readyz/linearizable_read", 503, "[-]linearizable_read failed: rpc error: code = Unavailable desc = etcdserver: server stopped\n\n"},
+		{"/readyz/linearizable_read", 503, "[-]linearizable_read failed: etcdserver: server stopped\n\n"},
 	} {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, c.path, nil))

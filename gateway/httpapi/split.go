@@ -16,6 +16,10 @@ type SplitOptions struct {
 	// SniffTimeout bounds the wait for a new connection's first bytes; a
 	// connection that sends too little in time is closed. Default 10s.
 	SniffTimeout time.Duration
+	// MaxSniffing bounds the new connections whose first bytes are awaited
+	// at once; past it, accepting waits (connections queue in the
+	// kernel's backlog). Default 1024.
+	MaxSniffing int
 }
 
 // Split serves ln to two listeners: HTTP/2 connections (gRPC) on the
@@ -25,7 +29,11 @@ func Split(ln net.Listener, opts SplitOptions) (grpc, http net.Listener) {
 	if opts.SniffTimeout <= 0 {
 		opts.SniffTimeout = 10 * time.Second
 	}
-	s := &splitter{ln: ln, timeout: opts.SniffTimeout, done: make(chan struct{})}
+	if opts.MaxSniffing <= 0 {
+		opts.MaxSniffing = 1024
+	}
+	s := &splitter{ln: ln, timeout: opts.SniffTimeout, done: make(chan struct{}),
+		slots: make(chan struct{}, opts.MaxSniffing), sniffing: map[net.Conn]struct{}{}}
 	s.h2 = &side{s: s, conns: make(chan net.Conn)}
 	s.h1 = &side{s: s, conns: make(chan net.Conn)}
 	go s.acceptLoop()
@@ -40,20 +48,49 @@ type splitter struct {
 	once sync.Once
 	done chan struct{}
 	err  error // why accepting stopped; set before done closes
+
+	slots    chan struct{} // one per connection being sniffed
+	mu       sync.Mutex
+	sniffing map[net.Conn]struct{} // closed by stop
 }
 
 func (s *splitter) acceptLoop() {
+	var delay time.Duration
 	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(5 * time.Millisecond)
-				continue
-			}
-			s.stop(err)
+		select {
+		case s.slots <- struct{}{}:
+		case <-s.done:
 			return
 		}
+		c, err := s.ln.Accept()
+		if err != nil {
+			<-s.slots
+			if errors.Is(err, net.ErrClosed) {
+				s.stop(err)
+				return
+			}
+			// Anything else (no file descriptor left, say): wait and try
+			// again, as net/http does, rather than stop serving.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			select {
+			case <-time.After(delay):
+			case <-s.done:
+				return
+			}
+			continue
+		}
+		delay = 0
+		s.mu.Lock()
+		select {
+		case <-s.done:
+			s.mu.Unlock()
+			c.Close()
+			<-s.slots
+			continue
+		default:
+		}
+		s.sniffing[c] = struct{}{}
+		s.mu.Unlock()
 		go s.route(c)
 	}
 }
@@ -63,12 +100,19 @@ func (s *splitter) acceptLoop() {
 // read again. A connection that closes or stays silent while what it sent
 // still matches the preface is closed.
 func (s *splitter) route(c net.Conn) {
+	sniffed := func() {
+		s.mu.Lock()
+		delete(s.sniffing, c)
+		s.mu.Unlock()
+		<-s.slots
+	}
 	head := make([]byte, 0, len(http2Preface))
 	_ = c.SetReadDeadline(time.Now().Add(s.timeout))
 	for len(head) < len(http2Preface) && strings.HasPrefix(http2Preface, string(head)) {
 		n, err := c.Read(head[len(head):cap(head)])
 		head = head[:len(head)+n]
 		if err != nil && strings.HasPrefix(http2Preface, string(head)) {
+			sniffed()
 			c.Close()
 			return
 		}
@@ -76,6 +120,7 @@ func (s *splitter) route(c net.Conn) {
 			break // not HTTP/2: HTTP/1 reads the error again and answers
 		}
 	}
+	sniffed()
 	_ = c.SetReadDeadline(time.Time{})
 	to := s.h1
 	if string(head) == http2Preface {
@@ -90,8 +135,13 @@ func (s *splitter) route(c net.Conn) {
 
 func (s *splitter) stop(err error) {
 	s.once.Do(func() {
+		s.mu.Lock()
 		s.err = err
 		close(s.done)
+		for c := range s.sniffing {
+			c.Close() // their route goroutines end at once
+		}
+		s.mu.Unlock()
 		s.ln.Close()
 	})
 }
@@ -121,10 +171,20 @@ func (l *side) Close() error {
 
 func (l *side) Addr() net.Addr { return l.s.ln.Addr() }
 
-// replayConn reads head before the rest of the connection.
+// replayConn reads head before the rest of the connection. It keeps the
+// TCP connection's half-close, which servers use to send a last word
+// (grpcwire's GOAWAY, net/http's error) before closing.
 type replayConn struct {
 	net.Conn
 	head []byte
+}
+
+// CloseWrite shuts down the writing side, where the connection can.
+func (c *replayConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
 }
 
 func (c *replayConn) Read(p []byte) (int, error) {

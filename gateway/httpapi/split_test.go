@@ -104,3 +104,57 @@ func TestSplit(t *testing.T) {
 		t.Fatal("closing the gRPC side did not close the HTTP side")
 	}
 }
+
+// flakyListener fails its first Accept as a process out of file
+// descriptors does.
+type flakyListener struct {
+	net.Listener
+	failed bool
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	if !l.failed {
+		l.failed = true
+		return nil, errors.New("accept tcp: too many open files")
+	}
+	return l.Listener.Accept()
+}
+
+// TestSplitSurvivesAcceptErrors: an error other than a closed listener
+// does not stop the split (it would stop serving the port), and the
+// connections it hands on keep their half-close.
+func TestSplitSurvivesAcceptErrors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, _ := Split(&flakyListener{Listener: ln}, SplitOptions{})
+	defer h2.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, http2Preface)
+	got := make(chan net.Conn, 1)
+	go func() {
+		if sc, err := h2.Accept(); err == nil {
+			got <- sc
+		}
+	}()
+	var sc net.Conn
+	select {
+	case sc = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no connection after a failed accept")
+	}
+	cw, ok := sc.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		t.Fatalf("the handed-on connection cannot half-close (%T)", sc)
+	}
+	buf := make([]byte, len(http2Preface)+1)
+	if n, err := io.ReadFull(c, buf); err != io.EOF || n != 0 {
+		t.Errorf("after the server's half-close the client read %d bytes, %v; want EOF", n, err)
+	}
+	sc.Close()
+}

@@ -150,9 +150,9 @@ func Serve(nc *nats.Conn, kv pb.KVServer, status StatusFunc, opts Options) (*Ser
 		{name: EndpointStatus, run: unary(status)},
 	}
 	if ws, ok := kv.(WriteStarter); ok {
-		kvEndpoints[1].start = startWrite(ws, kv.Put)
-		kvEndpoints[2].start = startWrite(ws, kv.DeleteRange)
-		kvEndpoints[3].start = startWrite(ws, kv.Txn)
+		kvEndpoints[1].write = startWrite(ws, kv.Put)
+		kvEndpoints[2].write = startWrite(ws, kv.DeleteRange)
+		kvEndpoints[3].write = startWrite(ws, kv.Txn)
 	}
 	if err := s.addUnary(svc, kvEndpoints); err != nil {
 		_ = svc.Stop()
@@ -178,39 +178,47 @@ func Serve(nc *nats.Conn, kv pb.KVServer, status StatusFunc, opts Options) (*Ser
 type endpoint struct {
 	name string
 	run  call
-	// start, if set, is tried first: see asyncCall.
-	start asyncCall
+	// write, if set, serves the endpoint's writes: see writeCall.
+	write *writeCall
 }
 
 // WriteStarter is a KV server that can start a write without a goroutine
 // waiting for it (revd's *server.Server; see its StartWrite): Serve then
 // runs Put, DeleteRange and writing Txns through it, and answers from done.
 // Such a write ends when it is durable or refused, not at
-// Options.RequestTimeout, as over gRPC.
+// Options.RequestTimeout, as over gRPC. IsWrite says which requests
+// StartWrite takes (a read-only Txn it does not).
 type WriteStarter interface {
 	StartWrite(req proto.Message, done func(proto.Message, error)) bool
+	IsWrite(req proto.Message) bool
 }
 
-// An asyncCall decodes payload and either starts the call, which ends by
-// calling done once (it returns nil), or hands back what is left to run on
-// a goroutine of its own (a read-only Txn, which StartWrite does not take).
-type asyncCall func(payload []byte, done func(proto.Message, error)) (rest func(context.Context) (proto.Message, error))
+// A writeCall serves an endpoint whose requests may be writes: decode
+// parses the payload, ws starts the writes, and run serves the rest (and
+// any write ws does not take) on a goroutine.
+type writeCall struct {
+	ws     WriteStarter
+	decode func(payload []byte) (proto.Message, error)
+	run    func(context.Context, proto.Message) (proto.Message, error)
+}
 
-// startWrite adapts a write method and its WriteStarter to an asyncCall.
+// startWrite adapts a write method and its WriteStarter to a writeCall.
 func startWrite[Req any, Resp proto.Message, PReq interface {
 	*Req
 	proto.Message
-}](ws WriteStarter, fn func(context.Context, PReq) (Resp, error)) asyncCall {
-	return func(payload []byte, done func(proto.Message, error)) func(context.Context) (proto.Message, error) {
-		req := PReq(new(Req))
-		if err := proto.Unmarshal(payload, req); err != nil {
-			done(nil, errBadPayload(req, err))
-			return nil
-		}
-		if ws.StartWrite(req, done) {
-			return nil
-		}
-		return func(ctx context.Context) (proto.Message, error) { return orEmpty(fn(ctx, req)) }
+}](ws WriteStarter, fn func(context.Context, PReq) (Resp, error)) *writeCall {
+	return &writeCall{
+		ws: ws,
+		decode: func(payload []byte) (proto.Message, error) {
+			req := PReq(new(Req))
+			if err := proto.Unmarshal(payload, req); err != nil {
+				return nil, errBadPayload(req, err)
+			}
+			return req, nil
+		},
+		run: func(ctx context.Context, req proto.Message) (proto.Message, error) {
+			return orEmpty(fn(ctx, req.(PReq)))
+		},
 	}
 }
 
@@ -292,10 +300,46 @@ func (s *Service) dispatch(subject string, ep endpoint, req micro.Request) {
 		return
 	}
 	payload := req.Data() // nats.go gives every message its own buffer
+	run := func(ctx context.Context) (proto.Message, error) { return ep.run(ctx, payload) }
 	sem := s.sem
-	if ep.start != nil {
-		sem = s.writeSem // writes that wait for a sync do not starve reads
+	var write proto.Message // a write to start, decoded
+	if w := ep.write; w != nil {
+		r, err := w.decode(payload)
+		if err != nil {
+			s.respond(subject, reply, nil, err)
+			return
+		}
+		run = func(ctx context.Context) (proto.Message, error) { return w.run(ctx, r) }
+		if w.ws.IsWrite(r) {
+			// Writes that wait for a slow disk do not starve the others.
+			sem, write = s.writeSem, r
+		}
 	}
+	if !s.takeSlot(sem, subject, reply) {
+		return
+	}
+	release := func() {
+		<-sem
+		s.calls.Done()
+	}
+	if write != nil && ep.write.ws.StartWrite(write, func(resp proto.Message, err error) {
+		s.replies.push(queuedReply{subject: subject, reply: reply, resp: resp, err: err, release: release})
+	}) {
+		return // started: done answers
+	}
+	go func() {
+		defer release()
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.RequestTimeout)
+		defer cancel()
+		resp, err := run(ctx)
+		s.respond(subject, reply, resp, err)
+	}()
+}
+
+// takeSlot waits for a slot of sem (telling opts.onFull when it must wait)
+// and counts the call in calls; once the service stops, it answers
+// "server stopped" instead and reports false.
+func (s *Service) takeSlot(sem chan struct{}, subject, reply string) bool {
 	select {
 	case sem <- struct{}{}:
 	default:
@@ -306,7 +350,7 @@ func (s *Service) dispatch(subject string, ep endpoint, req micro.Request) {
 		case sem <- struct{}{}:
 		case <-s.stopped:
 			s.respond(subject, reply, nil, rpctypes.ErrGRPCStopped)
-			return
+			return false
 		}
 	}
 	s.mu.Lock()
@@ -314,31 +358,11 @@ func (s *Service) dispatch(subject string, ep endpoint, req micro.Request) {
 		s.mu.Unlock()
 		<-sem
 		s.respond(subject, reply, nil, rpctypes.ErrGRPCStopped)
-		return
+		return false
 	}
 	s.calls.Add(1)
 	s.mu.Unlock()
-	release := func() {
-		<-sem
-		s.calls.Done()
-	}
-
-	run := func(ctx context.Context) (proto.Message, error) { return ep.run(ctx, payload) }
-	if ep.start != nil {
-		run = ep.start(payload, func(resp proto.Message, err error) {
-			s.replies.push(queuedReply{subject: subject, reply: reply, resp: resp, err: err, release: release})
-		})
-		if run == nil {
-			return // started: done answers
-		}
-	}
-	go func() {
-		defer release()
-		ctx, cancel := context.WithTimeout(context.Background(), s.opts.RequestTimeout)
-		defer cancel()
-		resp, err := run(ctx)
-		s.respond(subject, reply, resp, err)
-	}()
+	return true
 }
 
 // respond publishes resp, or err encoded as a micro error, to reply.

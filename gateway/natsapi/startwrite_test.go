@@ -27,11 +27,16 @@ type startedWrite struct {
 }
 
 func (k *startKV) StartWrite(req proto.Message, done func(proto.Message, error)) bool {
-	if t, ok := req.(*pb.TxnRequest); ok && len(t.Success) == 0 {
+	if !k.IsWrite(req) {
 		return false
 	}
 	k.started <- startedWrite{req, done}
 	return true
+}
+
+func (k *startKV) IsWrite(req proto.Message) bool {
+	t, ok := req.(*pb.TxnRequest)
+	return !ok || len(t.Success) > 0
 }
 
 func (k *startKV) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
@@ -44,9 +49,9 @@ func (k *startKV) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespo
 
 // TestStartedWrites: with a WriteStarter, writes are started (no call of
 // the blocking Put), keep their in-flight slot until done (writes and other
-// calls have slots of their own), and are answered from done; a request
-// StartWrite refuses falls back to the blocking method; a payload that
-// does not decode is refused first.
+// calls, a read-only Txn among them, have slots of their own), and are
+// answered from done; a request that is not a write goes to the blocking
+// method; a payload that does not decode is refused first.
 func TestStartedWrites(t *testing.T) {
 	const guard = 10 * time.Second
 	connect := inProcessNATS(t)
@@ -125,6 +130,11 @@ func TestStartedWrites(t *testing.T) {
 	if err := proto.Unmarshal(wait(request(SubjectRange, encode(&pb.RangeRequest{Key: []byte("b")}))).Data, &rr); err != nil || rr.Count != 1 {
 		t.Fatalf("range reply %v, %v", &rr, err)
 	}
+	// Nor does a read-only Txn, though it comes on the Txn endpoint.
+	var tr pb.TxnResponse
+	if err := proto.Unmarshal(wait(request(SubjectTxn, encode(&pb.TxnRequest{}))).Data, &tr); err != nil || !tr.Succeeded {
+		t.Fatalf("read-only txn reply %v, %v", &tr, err)
+	}
 	w.done(&pb.PutResponse{Header: &pb.ResponseHeader{Revision: 7}}, nil)
 	var pr pb.PutResponse
 	if err := proto.Unmarshal(wait(put).Data, &pr); err != nil || pr.Header.GetRevision() != 7 {
@@ -145,12 +155,6 @@ func TestStartedWrites(t *testing.T) {
 	m := wait(del)
 	if code, desc := m.Header.Get(micro.ErrorCodeHeader), m.Header.Get(micro.ErrorHeader); code != "3" || desc != "etcdserver: request is too large" {
 		t.Fatalf("delete reply: code %q, %q", code, desc)
-	}
-
-	// A read-only Txn is not started: the blocking Txn serves it.
-	var tr pb.TxnResponse
-	if err := proto.Unmarshal(wait(request(SubjectTxn, encode(&pb.TxnRequest{}))).Data, &tr); err != nil || !tr.Succeeded {
-		t.Fatalf("read-only txn reply %v, %v", &tr, err)
 	}
 
 	// A payload that does not decode starts nothing.

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"strings"
 	"testing"
 
 	"go.etcd.io/etcd/api/v3/authpb"
@@ -38,6 +39,15 @@ func TestAuthDisabled(t *testing.T) {
 		{"grant no permission", &pb.AuthRoleGrantPermissionRequest{Name: "reader"}},
 		{"grant permission", &pb.AuthRoleGrantPermissionRequest{Name: "reader", Perm: &authpb.Permission{PermType: authpb.READ, Key: []byte("k")}}},
 		{"revoke permission", &pb.AuthRoleRevokePermissionRequest{Role: "reader", Key: []byte("k")}},
+		{"grant permission, no key", &pb.AuthRoleGrantPermissionRequest{Name: "reader", Perm: &authpb.Permission{RangeEnd: []byte("z")}}},
+		{"grant permission, end below key", &pb.AuthRoleGrantPermissionRequest{Name: "reader", Perm: &authpb.Permission{Key: []byte("k"), RangeEnd: []byte("a")}}},
+		{"grant permission, end at key", &pb.AuthRoleGrantPermissionRequest{Name: "reader", Perm: &authpb.Permission{Key: []byte("k"), RangeEnd: []byte("k")}}},
+		{"grant permission, from key on", &pb.AuthRoleGrantPermissionRequest{Name: "reader", Perm: &authpb.Permission{Key: []byte("k"), RangeEnd: []byte{0}}}},
+		{"grant permission, a range", &pb.AuthRoleGrantPermissionRequest{Name: "reader", Perm: &authpb.Permission{Key: []byte("a"), RangeEnd: []byte("k")}}},
+		{"user add, no name", &pb.AuthUserAddRequest{Password: "x"}},
+		{"user add, long password", &pb.AuthUserAddRequest{Password: strings.Repeat("p", 73)}},
+		{"role add, no name", &pb.AuthRoleAddRequest{}},
+		{"change password, long", &pb.AuthUserChangePasswordRequest{Name: "alice", Password: strings.Repeat("p", 73)}},
 		{"user get, empty name", &pb.AuthUserGetRequest{}},
 		{"role get, empty name", &pb.AuthRoleGetRequest{}},
 	} {

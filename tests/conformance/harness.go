@@ -198,6 +198,10 @@ func Call(c *testutil.Clients, req proto.Message) Answer {
 		resp, err = nilIfErr(c.Auth.RoleGrantPermission(ctx, r))
 	case *pb.AuthRoleRevokePermissionRequest:
 		resp, err = nilIfErr(c.Auth.RoleRevokePermission(ctx, r))
+	case *pb.AuthUserAddRequest:
+		resp, err = nilIfErr(c.Auth.UserAdd(ctx, r))
+	case *pb.AuthRoleAddRequest:
+		resp, err = nilIfErr(c.Auth.RoleAdd(ctx, r))
 	default:
 		panic(fmt.Sprintf("conformance: unsupported request %T", req))
 	}
@@ -334,7 +338,8 @@ func (s *Server) normalize(resp proto.Message) (proto.Message, error) {
 	case *pb.DowngradeResponse, *pb.AuthStatusResponse, *pb.AuthenticateResponse, *pb.AuthDisableResponse, *pb.AuthUserListResponse,
 		*pb.AuthRoleListResponse, *pb.AuthUserGetResponse, *pb.AuthRoleGetResponse, *pb.AuthUserDeleteResponse,
 		*pb.AuthRoleDeleteResponse, *pb.AuthUserChangePasswordResponse, *pb.AuthUserGrantRoleResponse,
-		*pb.AuthUserRevokeRoleResponse, *pb.AuthRoleGrantPermissionResponse, *pb.AuthRoleRevokePermissionResponse:
+		*pb.AuthUserRevokeRoleResponse, *pb.AuthRoleGrantPermissionResponse, *pb.AuthRoleRevokePermissionResponse,
+		*pb.AuthUserAddResponse, *pb.AuthRoleAddResponse:
 		hdr = r.(interface{ GetHeader() *pb.ResponseHeader }).GetHeader()
 	case *pb.DefragmentResponse:
 		if r.Header == nil {
