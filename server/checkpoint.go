@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"path/filepath"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -37,13 +36,10 @@ func (s *Server) Checkpoint(ctx context.Context, r *maintenancev1.CheckpointRequ
 		return nil, status.Errorf(codes.InvalidArgument, "revd: checkpoint: %q is not an absolute path", r.Dir)
 	}
 	if err := s.j.Checkpoint(r.Dir); err != nil {
-		switch {
-		case errors.Is(err, fs.ErrExist):
+		if errors.Is(err, fs.ErrExist) {
 			return nil, status.Errorf(codes.AlreadyExists, "revd: checkpoint: %s already exists", r.Dir)
-		case errors.Is(err, journal.ErrClosed):
-			return nil, rpctypes.ErrGRPCStopped
 		}
-		return nil, status.Errorf(codes.Internal, "revd: %v", err)
+		return nil, journalStatus(err)
 	}
 	cp, err := journal.OpenReadOnly(r.Dir, journal.Options{CacheBytes: 1 << 20})
 	if err != nil {

@@ -2,13 +2,10 @@ package server
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"net/url"
-	"strings"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/client/pkg/v3/types"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -43,7 +40,9 @@ var ErrMembershipFixed = status.Error(codes.Unimplemented,
 // clusterHeader is the header of Cluster answers: like etcd's, the cluster
 // and member ids and the term, no revision.
 func (s *Server) clusterHeader() *pb.ResponseHeader {
-	return &pb.ResponseHeader{ClusterId: s.meta.ClusterID, MemberId: s.meta.MemberID, RaftTerm: s.meta.Term}
+	h := &pb.ResponseHeader{}
+	s.fill(h)
+	return h
 }
 
 // members is the member list: this member.
@@ -64,7 +63,7 @@ func (s *Server) MemberList(ctx context.Context, _ *pb.MemberListRequest) (*pb.M
 // MemberAdd answers Cluster.MemberAdd: bad peer URLs get etcd's error,
 // good ones ErrMembershipFixed.
 func (s *Server) MemberAdd(ctx context.Context, r *pb.MemberAddRequest) (*pb.MemberAddResponse, error) {
-	if err := checkPeerURLs(r.PeerURLs); err != nil {
+	if _, err := types.NewURLs(r.PeerURLs); err != nil { // etcd's check
 		return nil, rpctypes.ErrGRPCMemberBadURLs
 	}
 	return nil, ErrMembershipFixed
@@ -108,32 +107,4 @@ func (s *Server) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.M
 		return nil, rpctypes.ErrGRPCBadLeaderTransferee
 	}
 	return &pb.MoveLeaderResponse{}, nil
-}
-
-// checkPeerURLs accepts what etcd's types.NewURLs accepts: at least one
-// URL; http and https ones with a host:port and no path; unix and unixs
-// ones.
-func checkPeerURLs(urls []string) error {
-	if len(urls) == 0 {
-		return fmt.Errorf("server: no peer URLs given")
-	}
-	for _, raw := range urls {
-		u, err := url.Parse(strings.TrimSpace(raw))
-		if err != nil {
-			return err
-		}
-		switch u.Scheme {
-		case "http", "https":
-			if _, _, err := net.SplitHostPort(u.Host); err != nil {
-				return fmt.Errorf("server: peer URL %q is not host:port", raw)
-			}
-			if u.Path != "" {
-				return fmt.Errorf("server: peer URL %q has a path", raw)
-			}
-		case "unix", "unixs":
-		default:
-			return fmt.Errorf("server: peer URL %q: scheme must be http, https, unix or unixs", raw)
-		}
-	}
-	return nil
 }

@@ -24,13 +24,19 @@ import (
 // failed rewrite.
 func (s *Server) Defragment(ctx context.Context, _ *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
 	if err := s.j.Defragment(ctx); err != nil {
-		switch {
-		case errors.Is(err, journal.ErrClosed):
-			return nil, rpctypes.ErrGRPCStopped
-		case ctx.Err() != nil:
+		if ctx.Err() != nil && !errors.Is(err, journal.ErrClosed) {
 			return nil, toStatus(ctx.Err())
 		}
-		return nil, status.Errorf(codes.Internal, "revd: %v", err)
+		return nil, journalStatus(err)
 	}
 	return &pb.DefragmentResponse{}, nil
+}
+
+// journalStatus is the status a client gets for a journal error: etcd's
+// "server stopped" once the journal is closed, Internal otherwise.
+func journalStatus(err error) error {
+	if errors.Is(err, journal.ErrClosed) {
+		return rpctypes.ErrGRPCStopped
+	}
+	return status.Errorf(codes.Internal, "revd: %v", err)
 }

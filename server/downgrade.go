@@ -11,9 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// clusterVersion is ClusterVersion as etcd's downgrade answers name it
-// (major.minor).
-var clusterVersion = semver.Version{Major: 3, Minor: 7}
+// clusterVersion is ClusterVersion, parsed.
+var clusterVersion = *semver.New(ClusterVersion)
 
 // ErrDowngradeUnsupported answers a request to start a downgrade: revd
 // cannot be replaced by an older etcd, so it never has a downgrade job.

@@ -2,7 +2,7 @@ package server
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -100,13 +100,10 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 // blocking methods. It is the gRPC front door's fast path, where a parked
 // goroutine per write cost more than the write.
 func (s *Server) StartWrite(req proto.Message, done func(proto.Message, error)) bool {
-	if t, ok := req.(*pb.TxnRequest); ok && etcdkv.IsTxnReadOnly(t) {
-		return false // Txn checks it and reads
+	if !s.IsWrite(req) {
+		return false // a read-only Txn: Txn checks it and reads
 	}
 	err := s.checkWrite(req)
-	if err == errNotAWrite {
-		return false
-	}
 	if err == nil {
 		err = s.failedErr()
 	}
@@ -132,10 +129,6 @@ func (s *Server) IsWrite(req proto.Message) bool {
 	return false
 }
 
-// errNotAWrite is checkWrite's answer for a request that is not a Put,
-// DeleteRange or Txn.
-var errNotAWrite = errors.New("server: not a write request")
-
 // checkWrite validates a Put, DeleteRange or Txn as etcd does before it
 // proposes one, size limit included.
 func (s *Server) checkWrite(req proto.Message) error {
@@ -149,7 +142,7 @@ func (s *Server) checkWrite(req proto.Message) error {
 	case *pb.TxnRequest:
 		err, field = etcdkv.CheckTxn(r, etcdkv.MaxTxnOps), txnField
 	default:
-		return errNotAWrite
+		return fmt.Errorf("server: %T is not a write request", req)
 	}
 	if err != nil {
 		return err

@@ -2,15 +2,10 @@ package server
 
 import (
 	"crypto/sha256"
-	"errors"
-	"io"
+	"fmt"
+	"hash"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
-	"revd/journal"
 )
 
 // snapshotChunk is the size of the blobs Snapshot sends, as etcd's.
@@ -30,38 +25,63 @@ const snapshotChunk = 32 << 10
 func (s *Server) Snapshot(_ *pb.SnapshotRequest, srv pb.Maintenance_SnapshotServer) error {
 	snap, err := s.j.Snapshot()
 	if err != nil {
-		if errors.Is(err, journal.ErrClosed) {
-			return rpctypes.ErrGRPCStopped
-		}
-		return status.Errorf(codes.Internal, "revd: %v", err)
+		return journalStatus(err)
 	}
 	defer snap.Close()
-	pr, pw := io.Pipe()
-	defer pr.Close() // stops the writer if the client goes away
-	go func() {
-		_, err := snap.WriteTo(pw)
-		pw.CloseWithError(err)
-	}()
+	w := &snapshotSender{srv: srv, left: snap.Size(), h: sha256.New(), buf: make([]byte, 0, snapshotChunk)}
+	if _, err := snap.WriteTo(w); err != nil {
+		if w.sendErr != nil {
+			return w.sendErr // the client went away
+		}
+		return journalStatus(err)
+	}
+	if err := w.flush(); err != nil {
+		return err
+	}
+	s.log.Info("snapshot sent", "bytes", snap.Size())
+	return srv.Send(&pb.SnapshotResponse{Blob: w.h.Sum(nil), Version: StorageVersion})
+}
 
-	h := sha256.New()
-	total, sent := snap.Size(), int64(0)
-	buf := make([]byte, snapshotChunk) // Send encodes it before returning
-	for sent < total {
-		n, err := io.ReadFull(pr, buf[:min(int64(len(buf)), total-sent)])
-		if err != nil {
-			return status.Errorf(codes.Internal, "revd: snapshot: %v", err)
-		}
-		sent += int64(n)
-		h.Write(buf[:n])
-		if err := srv.Send(&pb.SnapshotResponse{RemainingBytes: uint64(total - sent), Blob: buf[:n], Version: StorageVersion}); err != nil {
-			return err
+// snapshotSender sends what it is written in blobs of snapshotChunk bytes,
+// hashing it; left counts the bytes announced and not sent yet.
+type snapshotSender struct {
+	srv     pb.Maintenance_SnapshotServer
+	left    int64
+	h       hash.Hash
+	buf     []byte
+	sendErr error
+}
+
+func (w *snapshotSender) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		k := min(len(p), cap(w.buf)-len(w.buf))
+		w.buf = append(w.buf, p[:k]...)
+		p, n = p[k:], n+k
+		if len(w.buf) == cap(w.buf) {
+			if err := w.flush(); err != nil {
+				return n, err
+			}
 		}
 	}
-	// The archive must end where announced: the writer's error, if any,
-	// comes with the end of the pipe.
-	if n, err := pr.Read(buf[:1]); n != 0 || err != io.EOF {
-		return status.Errorf(codes.Internal, "revd: snapshot: the archive does not end at %d bytes (%v)", total, err)
+	return n, nil
+}
+
+// flush sends what is buffered (Send encodes it before returning, so the
+// buffer is reused).
+func (w *snapshotSender) flush() error {
+	if len(w.buf) == 0 {
+		return nil
 	}
-	s.log.Info("snapshot sent", "bytes", total)
-	return srv.Send(&pb.SnapshotResponse{Blob: h.Sum(nil), Version: StorageVersion})
+	w.left -= int64(len(w.buf))
+	if w.left < 0 {
+		return fmt.Errorf("server: snapshot: the archive is longer than announced")
+	}
+	w.h.Write(w.buf)
+	if err := w.srv.Send(&pb.SnapshotResponse{RemainingBytes: uint64(w.left), Blob: w.buf, Version: StorageVersion}); err != nil {
+		w.sendErr = err
+		return err
+	}
+	w.buf = w.buf[:0]
+	return nil
 }
