@@ -11,7 +11,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"time"
 )
 
@@ -91,11 +90,6 @@ func (j *Journal) Snapshot() (*Snapshot, error) {
 				return err
 			}
 			size := info.Size()
-			if isWAL(p) {
-				if size, err = walDataEnd(p, size); err != nil {
-					return err
-				}
-			}
 			s.files = append(s.files, snapshotFile{name: filepath.ToSlash(rel), size: size})
 			s.size += 512 + (size+511)/512*512
 		default:
@@ -155,34 +149,6 @@ func (s *Snapshot) writeFile(tw *tar.Writer, f snapshotFile) error {
 	return nil
 }
 
-// walBlock is the block size of Pebble's WAL format.
-const walBlock = 32 << 10
-
-// walDataEnd is where the WAL at p (size bytes) can be cut without changing
-// what Pebble reads from it: after its last block that is not all zeroes.
-// walFS sizes every WAL in advance (4 MiB and more of zeroes), and the
-// checkpoint copies them whole; a WAL that ends at a block boundary reads
-// as one whose tail is zeroes (see walFS). A recycled WAL's tail holds an
-// older log, not zeroes, and is kept.
-func walDataEnd(p string, size int64) (int64, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	buf := make([]byte, walBlock)
-	for off := (size - 1) / walBlock * walBlock; off >= 0; off -= walBlock {
-		n, err := f.ReadAt(buf[:min(walBlock, size-off)], off)
-		if err != nil && !(errors.Is(err, io.EOF) && int64(n) == size-off) {
-			return 0, err
-		}
-		if slices.ContainsFunc(buf[:n], func(b byte) bool { return b != 0 }) {
-			return min(off+walBlock, size), nil
-		}
-	}
-	return 0, nil
-}
-
 // Close removes the checkpoint.
 func (s *Snapshot) Close() error { return os.RemoveAll(s.root) }
 
@@ -199,12 +165,12 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 
 // RestoreSnapshot builds the data directory dir (which must not exist) from
 // the snapshot file at file, once its SHA-256 checks, and returns its meta
-// as OpenReadOnly reads it. On any error dir is removed again.
+// as OpenReadOnly reads it. On any error nothing is left behind.
 //
 // Errors: one wrapping ErrBadSnapshot for a file that is not a whole revd
 // snapshot; one wrapping fs.ErrExist if dir exists; otherwise the failed
 // file system operation.
-func RestoreSnapshot(file, dir string) (m Meta, err error) {
+func RestoreSnapshot(file, dir string) (Meta, error) {
 	in, err := os.Open(file)
 	if err != nil {
 		return Meta{}, fmt.Errorf("journal: restore: %w", err)
@@ -234,29 +200,36 @@ func RestoreSnapshot(file, dir string) (m Meta, err error) {
 		return Meta{}, fmt.Errorf("journal: restore: %w", err)
 	}
 
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	// Built beside dir and renamed to it once whole, as the Loader does:
+	// a crash leaves no half-restored data directory.
+	dir = filepath.Clean(dir)
+	if _, err := os.Lstat(dir); err == nil {
+		return Meta{}, fmt.Errorf("journal: restore: %s: %w", dir, fs.ErrExist)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".restoring-")
+	if err != nil {
 		return Meta{}, fmt.Errorf("journal: restore: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			os.RemoveAll(dir)
-		}
-	}()
-	if err := untar(io.LimitReader(in, archive), dir); err != nil {
+	defer os.RemoveAll(tmp) // nothing left once renamed
+	if err := untar(io.LimitReader(in, archive), tmp); err != nil {
 		return Meta{}, err
 	}
-	for _, d := range []string{dir, filepath.Dir(filepath.Clean(dir))} {
-		if err := syncDir(d); err != nil {
-			return Meta{}, fmt.Errorf("journal: restore: %w", err)
-		}
+	if err := syncDir(tmp); err != nil {
+		return Meta{}, fmt.Errorf("journal: restore: %w", err)
 	}
-	j, err := OpenReadOnly(dir, Options{CacheBytes: 1 << 20})
+	j, err := OpenReadOnly(tmp, Options{CacheBytes: 1 << 20})
 	if err != nil {
 		return Meta{}, fmt.Errorf("%w: the restored directory does not open: %v", ErrBadSnapshot, err)
 	}
-	m = j.Meta()
+	m := j.Meta()
 	if err := j.Close(); err != nil {
 		return Meta{}, err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return Meta{}, fmt.Errorf("journal: restore: %w", err)
+	}
+	if err := syncDir(filepath.Dir(dir)); err != nil {
+		return Meta{}, fmt.Errorf("journal: restore: %w", err)
 	}
 	return m, nil
 }
