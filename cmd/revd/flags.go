@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,32 +75,21 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if err := cfg.logLevel.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", level)
 	}
-	for _, raw := range strings.Split(urls, ",") {
-		raw = strings.TrimSpace(raw)
-		u, err := url.Parse(raw)
-		if err != nil || u.Host == "" {
-			return nil, fmt.Errorf("--listen-client-urls: %q is not a URL like http://127.0.0.1:2379", raw)
-		}
-		if u.Scheme != "http" {
-			return nil, fmt.Errorf("--listen-client-urls: %q: only http:// is supported (no TLS yet)", raw)
-		}
-		if u.Port() == "" {
-			return nil, fmt.Errorf("--listen-client-urls: %q has no port", raw)
-		}
-		cfg.clientURLs = append(cfg.clientURLs, u)
+	var err error
+	if cfg.clientURLs, err = parseURLs("--listen-client-urls", urls, "http"); err != nil {
+		return nil, err
 	}
 	for _, u := range cfg.clientURLs {
 		cfg.advertiseURLs = append(cfg.advertiseURLs, u.String())
 	}
 	if advertise != "" {
+		us, err := parseURLs("--advertise-client-urls", advertise, "http", "https")
+		if err != nil {
+			return nil, err
+		}
 		cfg.advertiseURLs = nil
-		for _, raw := range strings.Split(advertise, ",") {
-			raw = strings.TrimSpace(raw)
-			u, err := url.Parse(raw)
-			if err != nil || u.Host == "" || u.Port() == "" || (u.Scheme != "http" && u.Scheme != "https") {
-				return nil, fmt.Errorf("--advertise-client-urls: %q is not a URL like http://10.0.0.1:2379", raw)
-			}
-			cfg.advertiseURLs = append(cfg.advertiseURLs, raw)
+		for _, u := range us {
+			cfg.advertiseURLs = append(cfg.advertiseURLs, u.String())
 		}
 	}
 	if cfg.grpcServer != grpcServerWire && cfg.grpcServer != grpcServerGo {
@@ -114,4 +104,28 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("--nats-subject-prefix: %q is not a valid subject prefix", cfg.natsSubjectRoot)
 	}
 	return cfg, nil
+}
+
+// parseURLs parses flag's comma-separated URLs: each with a host and a
+// port, and one of schemes.
+func parseURLs(flag, list string, schemes ...string) ([]*url.URL, error) {
+	var out []*url.URL
+	for _, raw := range strings.Split(list, ",") {
+		raw = strings.TrimSpace(raw)
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("%s: %q is not a URL like http://127.0.0.1:2379", flag, raw)
+		}
+		if !slices.Contains(schemes, u.Scheme) {
+			if slices.Equal(schemes, []string{"http"}) {
+				return nil, fmt.Errorf("%s: %q: only http:// is supported (no TLS yet)", flag, raw)
+			}
+			return nil, fmt.Errorf("%s: %q: the scheme must be one of %s", flag, raw, strings.Join(schemes, ", "))
+		}
+		if u.Port() == "" {
+			return nil, fmt.Errorf("%s: %q has no port", flag, raw)
+		}
+		out = append(out, u)
+	}
+	return out, nil
 }

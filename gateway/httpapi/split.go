@@ -46,8 +46,7 @@ type splitter struct {
 	h2, h1  *side
 
 	once sync.Once
-	done chan struct{}
-	err  error // why accepting stopped; set before done closes
+	done chan struct{} // closed when either side is closed or ln fails
 
 	slots    chan struct{} // one per connection being sniffed
 	mu       sync.Mutex
@@ -66,7 +65,7 @@ func (s *splitter) acceptLoop() {
 		if err != nil {
 			<-s.slots
 			if errors.Is(err, net.ErrClosed) {
-				s.stop(err)
+				s.stop()
 				return
 			}
 			// Anything else (no file descriptor left, say): wait and try
@@ -133,10 +132,9 @@ func (s *splitter) route(c net.Conn) {
 	}
 }
 
-func (s *splitter) stop(err error) {
+func (s *splitter) stop() {
 	s.once.Do(func() {
 		s.mu.Lock()
-		s.err = err
 		close(s.done)
 		for c := range s.sniffing {
 			c.Close() // their route goroutines end at once
@@ -157,15 +155,12 @@ func (l *side) Accept() (net.Conn, error) {
 	case c := <-l.conns:
 		return c, nil
 	case <-l.s.done:
-		if errors.Is(l.s.err, net.ErrClosed) || l.s.err == nil {
-			return nil, net.ErrClosed
-		}
-		return nil, l.s.err
+		return nil, net.ErrClosed
 	}
 }
 
 func (l *side) Close() error {
-	l.s.stop(net.ErrClosed)
+	l.s.stop()
 	return nil
 }
 
