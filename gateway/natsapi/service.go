@@ -141,20 +141,14 @@ func Serve(nc *nats.Conn, kv pb.KVServer, status StatusFunc, opts Options) (*Ser
 	}
 	s.svc = svc
 
-	kvEndpoints := []endpoint{
+	if err := s.addUnary(svc, []endpoint{
 		{name: EndpointRange, run: unary(kv.Range)},
-		{name: EndpointPut, run: unary(kv.Put)},
-		{name: EndpointDeleteRange, run: unary(kv.DeleteRange)},
-		{name: EndpointTxn, run: unary(kv.Txn)},
+		writeEndpoint(EndpointPut, kv.Put, kv),
+		writeEndpoint(EndpointDeleteRange, kv.DeleteRange, kv),
+		writeEndpoint(EndpointTxn, kv.Txn, kv),
 		{name: EndpointCompact, run: unary(kv.Compact)},
 		{name: EndpointStatus, run: unary(status)},
-	}
-	if ws, ok := kv.(WriteStarter); ok {
-		kvEndpoints[1].write = startWrite(ws, kv.Put)
-		kvEndpoints[2].write = startWrite(ws, kv.DeleteRange)
-		kvEndpoints[3].write = startWrite(ws, kv.Txn)
-	}
-	if err := s.addUnary(svc, kvEndpoints); err != nil {
+	}); err != nil {
 		_ = svc.Stop()
 		return nil, err
 	}
@@ -202,24 +196,23 @@ type writeCall struct {
 	run    func(context.Context, proto.Message) (proto.Message, error)
 }
 
-// startWrite adapts a write method and its WriteStarter to a writeCall.
-func startWrite[Req any, Resp proto.Message, PReq interface {
+// writeEndpoint is the endpoint of a write method: its writes started
+// through kv when kv is a WriteStarter.
+func writeEndpoint[Req any, Resp proto.Message, PReq interface {
 	*Req
 	proto.Message
-}](ws WriteStarter, fn func(context.Context, PReq) (Resp, error)) *writeCall {
-	return &writeCall{
-		ws: ws,
-		decode: func(payload []byte) (proto.Message, error) {
-			req := PReq(new(Req))
-			if err := proto.Unmarshal(payload, req); err != nil {
-				return nil, errBadPayload(req, err)
-			}
-			return req, nil
-		},
-		run: func(ctx context.Context, req proto.Message) (proto.Message, error) {
-			return orEmpty(fn(ctx, req.(PReq)))
-		},
+}](name string, fn func(context.Context, PReq) (Resp, error), kv pb.KVServer) endpoint {
+	ep := endpoint{name: name, run: unary(fn)}
+	if ws, ok := kv.(WriteStarter); ok {
+		ep.write = &writeCall{
+			ws:     ws,
+			decode: func(payload []byte) (proto.Message, error) { return decode[Req, PReq](payload) },
+			run: func(ctx context.Context, req proto.Message) (proto.Message, error) {
+				return orEmpty(fn(ctx, req.(PReq)))
+			},
+		}
 	}
+	return ep
 }
 
 // addUnary registers request-reply endpoints, each call run in its own
@@ -300,19 +293,17 @@ func (s *Service) dispatch(subject string, ep endpoint, req micro.Request) {
 		return
 	}
 	payload := req.Data() // nats.go gives every message its own buffer
-	run := func(ctx context.Context) (proto.Message, error) { return ep.run(ctx, payload) }
 	sem := s.sem
-	var write proto.Message // a write to start, decoded
+	var decoded proto.Message // a write endpoint's request
 	if w := ep.write; w != nil {
 		r, err := w.decode(payload)
 		if err != nil {
 			s.respond(subject, reply, nil, err)
 			return
 		}
-		run = func(ctx context.Context) (proto.Message, error) { return w.run(ctx, r) }
+		decoded = r
 		if w.ws.IsWrite(r) {
-			// Writes that wait for a slow disk do not starve the others.
-			sem, write = s.writeSem, r
+			sem = s.writeSem // writes that wait for a slow disk do not starve the others
 		}
 	}
 	if !s.takeSlot(sem, subject, reply) {
@@ -322,7 +313,7 @@ func (s *Service) dispatch(subject string, ep endpoint, req micro.Request) {
 		<-sem
 		s.calls.Done()
 	}
-	if write != nil && ep.write.ws.StartWrite(write, func(resp proto.Message, err error) {
+	if sem == s.writeSem && ep.write.ws.StartWrite(decoded, func(resp proto.Message, err error) {
 		s.replies.push(queuedReply{subject: subject, reply: reply, resp: resp, err: err, release: release})
 	}) {
 		return // started: done answers
@@ -331,7 +322,13 @@ func (s *Service) dispatch(subject string, ep endpoint, req micro.Request) {
 		defer release()
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.RequestTimeout)
 		defer cancel()
-		resp, err := run(ctx)
+		var resp proto.Message
+		var err error
+		if decoded != nil {
+			resp, err = ep.write.run(ctx, decoded)
+		} else {
+			resp, err = ep.run(ctx, payload)
+		}
 		s.respond(subject, reply, resp, err)
 	}()
 }
@@ -405,12 +402,24 @@ func unary[Req any, Resp proto.Message, PReq interface {
 	proto.Message
 }](fn func(context.Context, PReq) (Resp, error)) call {
 	return func(ctx context.Context, payload []byte) (proto.Message, error) {
-		req := PReq(new(Req))
-		if err := proto.Unmarshal(payload, req); err != nil {
-			return nil, errBadPayload(req, err)
+		req, err := decode[Req, PReq](payload)
+		if err != nil {
+			return nil, err
 		}
 		return orEmpty(fn(ctx, req))
 	}
+}
+
+// decode parses payload as a request message.
+func decode[Req any, PReq interface {
+	*Req
+	proto.Message
+}](payload []byte) (PReq, error) {
+	req := PReq(new(Req))
+	if err := proto.Unmarshal(payload, req); err != nil {
+		return nil, errBadPayload(req, err)
+	}
+	return req, nil
 }
 
 // orEmpty passes a call's result on, a nil response as none (the reply is
