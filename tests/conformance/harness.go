@@ -319,40 +319,16 @@ func (h *Harness) compare(want, got Answer) string {
 // response are not touched: they must match etcd exactly.
 func (s *Server) normalize(resp proto.Message) (proto.Message, error) {
 	resp = proto.Clone(resp)
-	var hdr *pb.ResponseHeader
-	switch r := resp.(type) {
-	case *pb.RangeResponse:
-		hdr = r.Header
-	case *pb.PutResponse:
-		hdr = r.Header
-	case *pb.DeleteRangeResponse:
-		hdr = r.Header
-	case *pb.TxnResponse:
-		hdr = r.Header
-	case *pb.CompactionResponse:
-		hdr = r.Header
-	case *pb.StatusResponse:
-		hdr = r.Header
-	case *pb.AlarmResponse:
-		hdr = r.Header
-	case *pb.DowngradeResponse, *pb.AuthStatusResponse, *pb.AuthenticateResponse, *pb.AuthDisableResponse, *pb.AuthUserListResponse,
-		*pb.AuthRoleListResponse, *pb.AuthUserGetResponse, *pb.AuthRoleGetResponse, *pb.AuthUserDeleteResponse,
-		*pb.AuthRoleDeleteResponse, *pb.AuthUserChangePasswordResponse, *pb.AuthUserGrantRoleResponse,
-		*pb.AuthUserRevokeRoleResponse, *pb.AuthRoleGrantPermissionResponse, *pb.AuthRoleRevokePermissionResponse,
-		*pb.AuthUserAddResponse, *pb.AuthRoleAddResponse:
-		hdr = r.(interface{ GetHeader() *pb.ResponseHeader }).GetHeader()
-	case *pb.DefragmentResponse:
-		if r.Header == nil {
-			return resp, nil // etcd's has none
-		}
-		hdr = r.Header
-	case *pb.MoveLeaderResponse:
-		if r.Header == nil {
-			return resp, nil // etcd's has none
-		}
-		hdr = r.Header
-	default:
+	r, ok := resp.(interface{ GetHeader() *pb.ResponseHeader })
+	if !ok {
 		return nil, fmt.Errorf("%s: unexpected response type %T", s.Name, resp)
+	}
+	hdr := r.GetHeader()
+	switch resp.(type) {
+	case *pb.DefragmentResponse, *pb.MoveLeaderResponse:
+		if hdr == nil {
+			return resp, nil // etcd's have none
+		}
 	}
 	if err := s.CheckHeader(hdr); err != nil {
 		return nil, err

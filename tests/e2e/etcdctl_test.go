@@ -6,7 +6,6 @@ package e2e
 
 import (
 	"bytes"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -48,17 +47,8 @@ func etcdctl(t *testing.T, bin, endpoint, stdin string, args ...string) ctlResul
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	res := ctlResult{Stdout: stdout.String(), Stderr: stderr.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		res.Exit = ee.ExitCode()
-	default:
-		t.Fatalf("etcdctl %v: %v", args, err)
-	}
-	return res
+	code := exitCode(t, cmd)
+	return ctlResult{Stdout: stdout.String(), Stderr: stderr.String(), Exit: code}
 }
 
 type replacement struct {

@@ -169,14 +169,8 @@ func kvsEqual(a, b []*mvccpb.KeyValue) bool {
 func revctl(t *testing.T, args ...string) (string, int) {
 	t.Helper()
 	cmd := exec.Command(testutil.RevctlBin(t), args...)
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return string(out), 0
-	case errors.As(err, &ee):
-		return string(out), ee.ExitCode()
-	}
-	t.Fatalf("revctl %v: %v", args, err)
-	return "", 0
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	code := exitCode(t, cmd)
+	return out.String(), code
 }

@@ -24,16 +24,24 @@ func runRevd(t *testing.T, args ...string) (int, string) {
 	cmd := exec.CommandContext(ctx, testutil.RevdBin(t), args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	code := exitCode(t, cmd)
+	return code, stderr.String()
+}
+
+// exitCode runs cmd and returns its exit status; a command that cannot be
+// run at all fails the test.
+func exitCode(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
 	err := cmd.Run()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
-		return 0, stderr.String()
+		return 0
 	case errors.As(err, &ee):
-		return ee.ExitCode(), stderr.String()
+		return ee.ExitCode()
 	}
-	t.Fatalf("running revd %v: %v", args, err)
-	return 0, ""
+	t.Fatalf("running %v: %v", cmd.Args, err)
+	return 0
 }
 
 // TestRevdStartupErrors: a bad flag, a data directory held by another revd
