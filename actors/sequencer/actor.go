@@ -5,6 +5,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"revd/actors/dispatch"
+	"revd/internal/batchq"
 )
 
 // Command is the message the sequencer actor takes: one write request and
@@ -54,7 +55,7 @@ func New(opts Options) *Actor {
 	if opts.OnFail == nil {
 		opts.OnFail = func(error) {}
 	}
-	q := newCommitQueue()
+	q := batchq.New[pending]()
 	return &Actor{
 		core: opts.Core,
 		q:    q,
@@ -73,15 +74,15 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		go a.w.run()
 	case *Command:
-		a.q.push(pending{out: a.core.Eval(m.Req), reply: m.Reply})
+		a.q.Push(pending{out: a.core.Eval(m.Req), reply: m.Reply})
 	case *Expiry:
 		reply := m.Reply
 		if reply == nil {
 			reply = func(Outcome) {}
 		}
-		a.q.push(pending{out: a.core.Expire(m.ID, m.Seq), reply: reply})
+		a.q.Push(pending{out: a.core.Expire(m.ID, m.Seq), reply: reply})
 	case *actor.Stopping:
-		a.q.close()
+		a.q.Close()
 		<-a.w.done
 	}
 }

@@ -89,9 +89,9 @@ func TestGroupCommit(t *testing.T) {
 	// Let the actor decide all 20 (its mailbox is asynchronous) while the
 	// first batch is still in Append.
 	deadline := time.Now().Add(waitLimit)
-	for a.q.len() < 20 {
+	for a.q.Len() < 20 {
 		if time.Now().After(deadline) {
-			t.Fatalf("only %d of 20 commands queued", a.q.len())
+			t.Fatalf("only %d of 20 commands queued", a.q.Len())
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -47,7 +47,7 @@ func (w *writer) run() {
 	var failed error
 	for {
 		var ok bool
-		items, ok = w.q.takeAll(items)
+		items, ok = w.q.TakeAll(items)
 		if !ok {
 			return
 		}

@@ -1,9 +1,9 @@
 package natsapi
 
 import (
-	"sync"
-
 	"google.golang.org/protobuf/proto"
+
+	"revd/internal/batchq"
 )
 
 // replyQueue carries the answers of started writes (see WriteStarter) to a
@@ -12,11 +12,8 @@ import (
 // the connection's lock and, once its buffer is full, writes to the
 // socket. A batch of writes costs the publisher one wake-up.
 type replyQueue struct {
-	mu     sync.Mutex
-	cond   sync.Cond
-	items  []queuedReply
-	closed bool
-	done   chan struct{}
+	q    *batchq.Queue[queuedReply]
+	done chan struct{}
 }
 
 type queuedReply struct {
@@ -27,54 +24,30 @@ type queuedReply struct {
 }
 
 func newReplyQueue() *replyQueue {
-	q := &replyQueue{done: make(chan struct{})}
-	q.cond.L = &q.mu
-	return q
+	return &replyQueue{q: batchq.New[queuedReply](), done: make(chan struct{})}
 }
 
 // push queues one answer; it never blocks for long.
-func (q *replyQueue) push(r queuedReply) {
-	q.mu.Lock()
-	q.items = append(q.items, r)
-	wake := len(q.items) == 1
-	q.mu.Unlock()
-	if wake {
-		q.cond.Signal()
-	}
-}
+func (r *replyQueue) push(q queuedReply) { r.q.Push(q) }
 
 // run publishes with respond until close, then returns once the queue is
 // empty.
-func (q *replyQueue) run(respond func(subject, reply string, resp proto.Message, err error)) {
-	defer close(q.done)
-	var spare []queuedReply
-	for {
-		q.mu.Lock()
-		for len(q.items) == 0 && !q.closed {
-			q.cond.Wait()
+func (r *replyQueue) run(respond func(subject, reply string, resp proto.Message, err error)) {
+	defer close(r.done)
+	var items []queuedReply
+	for ok := true; ok; {
+		if items, ok = r.q.TakeAll(items); ok {
+			for _, q := range items {
+				respond(q.subject, q.reply, q.resp, q.err)
+				q.release()
+			}
 		}
-		if len(q.items) == 0 {
-			q.mu.Unlock()
-			return
-		}
-		items := q.items
-		q.items = spare[:0]
-		q.mu.Unlock()
-		for i, r := range items {
-			respond(r.subject, r.reply, r.resp, r.err)
-			r.release()
-			items[i] = queuedReply{}
-		}
-		spare = items
 	}
 }
 
 // close makes run return once it has published what is queued, and waits
 // for it.
-func (q *replyQueue) close() {
-	q.mu.Lock()
-	q.closed = true
-	q.mu.Unlock()
-	q.cond.Broadcast()
-	<-q.done
+func (r *replyQueue) close() {
+	r.q.Close()
+	<-r.done
 }
