@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"revd/internal/autocompact"
 	"revd/server"
 )
 
@@ -32,6 +34,7 @@ type config struct {
 	natsSubjectRoot string
 	pprofAddr       string
 	grpcServer      string
+	autoCompaction  autocompact.Policy // nil: off
 
 	watchProgressInterval time.Duration
 }
@@ -40,7 +43,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("revd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg := &config{}
-	var urls, advertise, level string
+	var urls, advertise, level, compactMode, compactRetention string
 	fs.StringVar(&cfg.dataDir, "data-dir", "default.revd", "data directory (created if missing)")
 	fs.StringVar(&urls, "listen-client-urls", "http://127.0.0.1:2379", "comma-separated URLs to serve etcd's gRPC API on (http only)")
 	fs.StringVar(&advertise, "advertise-client-urls", "", "comma-separated URLs clients reach this member at, as member list reports them (default: the --listen-client-urls)")
@@ -52,6 +55,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.natsSubjectRoot, "nats-subject-prefix", "revd", "first token of every NATS subject revd serves")
 	fs.DurationVar(&cfg.watchProgressInterval, "watch-progress-notify-interval", 10*time.Minute, "how often idle watchers that asked for progress_notify are told the current revision")
 	fs.StringVar(&cfg.pprofAddr, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); off when empty")
+	fs.StringVar(&compactMode, "auto-compaction-mode", "periodic", `how --auto-compaction-retention is read: "periodic" (a duration; a plain number is hours) or "revision" (a number of revisions)`)
+	fs.StringVar(&compactRetention, "auto-compaction-retention", "0", "history kept by automatic compaction (see --auto-compaction-mode); 0 turns it off")
 	fs.StringVar(&cfg.grpcServer, "grpc-server", grpcServerWire, `gRPC implementation: "wire" (revd's own, package gateway/grpcwire) or "grpc-go" (google.golang.org/grpc's server)`)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: revd [flags]\n\nrevd serves etcd's v3 API over gRPC and NATS.\n\nFlags:\n")
@@ -92,6 +97,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			cfg.advertiseURLs = append(cfg.advertiseURLs, u.String())
 		}
 	}
+	if cfg.autoCompaction, err = compactionPolicy(compactMode, compactRetention); err != nil {
+		return nil, err
+	}
 	if cfg.grpcServer != grpcServerWire && cfg.grpcServer != grpcServerGo {
 		return nil, fmt.Errorf("--grpc-server: %q is not one of %s, %s", cfg.grpcServer, grpcServerWire, grpcServerGo)
 	}
@@ -128,4 +136,34 @@ func parseURLs(flag, list string, schemes ...string) ([]*url.URL, error) {
 		out = append(out, u)
 	}
 	return out, nil
+}
+
+// compactionPolicy reads --auto-compaction-mode and
+// --auto-compaction-retention as etcd does (a plain number is hours in
+// periodic mode, revisions in revision mode); nil for a retention of 0.
+func compactionPolicy(mode, retention string) (autocompact.Policy, error) {
+	if mode != "periodic" && mode != "revision" {
+		return nil, fmt.Errorf("--auto-compaction-mode: %q is not one of periodic, revision", mode)
+	}
+	n, err := strconv.ParseInt(retention, 10, 64)
+	switch {
+	case err == nil && n < 0:
+		return nil, fmt.Errorf("--auto-compaction-retention: %q is negative", retention)
+	case err == nil && n == 0:
+		return nil, nil
+	case err == nil && mode == "revision":
+		return autocompact.NewRevision(n), nil
+	case err == nil:
+		return autocompact.NewPeriodic(time.Duration(n)*time.Hour, time.Now()), nil
+	case mode == "revision":
+		return nil, fmt.Errorf("--auto-compaction-retention: %q is not a number of revisions", retention)
+	}
+	d, err := time.ParseDuration(retention)
+	if err != nil || d < 0 {
+		return nil, fmt.Errorf("--auto-compaction-retention: %q is neither a number of hours nor a duration like 30m", retention)
+	}
+	if d == 0 {
+		return nil, nil
+	}
+	return autocompact.NewPeriodic(d, time.Now()), nil
 }

@@ -15,12 +15,15 @@ import (
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"revd/gateway/grpcapi"
 	"revd/gateway/httpapi"
 	"revd/gateway/natsapi"
+	"revd/internal/autocompact"
 	"revd/server"
 )
 
@@ -126,6 +129,15 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		defer ps.Close()
 	}
 
+	if cfg.autoCompaction != nil {
+		go autocompact.Run(ctx, autocompact.Options{
+			Policy:  cfg.autoCompaction,
+			Rev:     func() int64 { return srv.Header().Revision },
+			Compact: compactFunc(srv),
+			Logger:  log.With("component", "auto-compaction"),
+		})
+	}
+
 	var urls []string
 	for _, u := range cfg.clientURLs {
 		urls = append(urls, u.String())
@@ -141,6 +153,18 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return nil
 	case err := <-errc:
 		return fmt.Errorf("gRPC server: %w", err)
+	}
+}
+
+// compactFunc compacts srv as a Compact request does; a revision compacted
+// already counts as done.
+func compactFunc(srv *server.Server) func(context.Context, int64) (bool, error) {
+	return func(ctx context.Context, rev int64) (bool, error) {
+		_, err := srv.Compact(ctx, &pb.CompactionRequest{Revision: rev})
+		if err == nil || errors.Is(err, rpctypes.ErrGRPCCompacted) {
+			return true, nil
+		}
+		return false, err
 	}
 }
 
