@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -132,7 +133,7 @@ func TestSnapshotSaveRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after.Header.Revision != before.Header.Revision || after.Count != before.Count || !kvsEqual(after.Kvs, before.Kvs) {
+	if after.Header.Revision != before.Header.Revision || after.Count != before.Count || !slices.EqualFunc(after.Kvs, before.Kvs, func(a, b *mvccpb.KeyValue) bool { return proto.Equal(a, b) }) {
 		t.Fatalf("the restored revd serves revision %d, %d keys; the original served revision %d, %d keys at the snapshot",
 			after.Header.Revision, after.Count, before.Header.Revision, before.Count)
 	}
@@ -150,18 +151,6 @@ func TestSnapshotSaveRestore(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "not a revd snapshot, or a damaged one") {
 		t.Errorf("restore of a damaged file: exit %d, output %q", code, out)
 	}
-}
-
-func kvsEqual(a, b []*mvccpb.KeyValue) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !proto.Equal(a[i], b[i]) {
-			return false
-		}
-	}
-	return true
 }
 
 // revctl runs the revctl binary and returns its combined output and exit
