@@ -28,6 +28,7 @@ func (s *Server) NewWatchStream(sink watch.Sink) *watch.Stream {
 		Budget:           s.watchBudget,
 		// etcd fragments at --max-request-bytes plus gRPC's overhead.
 		MaxResponseBytes: s.opts.MaxRequestBytes + grpcOverheadBytes,
+		ProgressInterval: s.opts.WatchProgressInterval,
 	})
 }
 
@@ -36,13 +37,12 @@ func (s *Server) NewWatchStream(sink watch.Sink) *watch.Stream {
 func (s *Server) startWatch() error {
 	s.watchBudget = &watch.Budget{Limit: s.opts.WatchServerEvents}
 	hub := watch.NewHub(watch.HubOptions{
-		History:          s.j,
-		Prev:             s.prevAt,
-		Rev:              s.committed.Load(),
-		CompactRev:       s.compactRev.Load(),
-		ProgressInterval: s.opts.WatchProgressInterval,
-		Logger:           s.log.With("component", "watch"),
-		Feed:             s.opts.Feed,
+		History:    s.j,
+		Prev:       s.prevAt,
+		Rev:        s.committed.Load(),
+		CompactRev: s.compactRev.Load(),
+		Logger:     s.log.With("component", "watch"),
+		Feed:       s.opts.Feed,
 		Current: func() (int64, int64) {
 			// A compaction is stored after its batch's revision: read in
 			// the other order, it could run ahead of the revision.

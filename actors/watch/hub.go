@@ -52,9 +52,6 @@ type HubOptions struct {
 	// SyncInterval is how often unsynced watchers are worked on when
 	// nothing else triggers it. Default 100ms (etcd's).
 	SyncInterval time.Duration
-	// ProgressInterval is how often idle progress_notify watchers get a
-	// progress response. Default 10 minutes (etcd's default).
-	ProgressInterval time.Duration
 	// Logger for journal read failures. Default: discard.
 	Logger *slog.Logger
 
@@ -78,8 +75,8 @@ type Hub struct {
 	compactRev int64
 	synced     *group
 	unsynced   map[*watcher]struct{}
-	progress   map[*watcher]struct{} // progress_notify watchers
-	order      []*watcher            // deliverLive's scratch
+	progress   map[*Stream]map[*watcher]struct{} // progress_notify watchers, by stream
+	order      []*watcher                        // deliverLive's scratch
 
 	pendingProgress []*progressRq // waiting for the hub to reach their revision
 	stop            chan struct{}
@@ -100,7 +97,7 @@ type (
 	}
 	syncTick struct{}
 	syncNow  struct{}
-	progTick struct{}
+	progTick struct{ s *Stream } // the stream's progress timer fired
 )
 
 // NewHub returns a hub; spawn it with Props.
@@ -114,9 +111,6 @@ func NewHub(opts HubOptions) *Hub {
 	if opts.SyncInterval <= 0 {
 		opts.SyncInterval = 100 * time.Millisecond
 	}
-	if opts.ProgressInterval <= 0 {
-		opts.ProgressInterval = 10 * time.Minute
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -128,7 +122,7 @@ func NewHub(opts HubOptions) *Hub {
 	}
 	return &Hub{
 		opts: opts, log: opts.Logger, rev: opts.Rev, compactRev: opts.CompactRev,
-		synced: newGroup(), unsynced: map[*watcher]struct{}{}, progress: map[*watcher]struct{}{},
+		synced: newGroup(), unsynced: map[*watcher]struct{}{}, progress: map[*Stream]map[*watcher]struct{}{},
 		stop: make(chan struct{}),
 	}
 }
@@ -168,23 +162,19 @@ func (h *Hub) Receive(ctx actor.Context) {
 			ctx.Send(ctx.Self(), &syncNow{})
 		}
 	case *progTick:
-		h.notifyProgress()
+		h.notifyProgress(m.s)
 	}
 }
 
 func (h *Hub) tick(root *actor.RootContext, self *actor.PID) {
 	st := time.NewTicker(h.opts.SyncInterval)
-	pt := time.NewTicker(h.opts.ProgressInterval)
 	defer st.Stop()
-	defer pt.Stop()
 	for {
 		select {
 		case <-h.stop:
 			return
 		case <-st.C:
 			root.Send(self, &syncTick{})
-		case <-pt.C:
-			root.Send(self, &progTick{})
 		}
 	}
 }
@@ -198,7 +188,12 @@ func (h *Hub) onRegister(w *watcher) bool {
 		return false
 	}
 	if w.progress {
-		h.progress[w] = struct{}{}
+		ws := h.progress[w.stream]
+		if ws == nil {
+			ws = map[*watcher]struct{}{}
+			h.progress[w.stream] = ws
+		}
+		ws[w] = struct{}{}
 	}
 	if w.next > h.rev {
 		w.synced = true
@@ -211,7 +206,7 @@ func (h *Hub) onRegister(w *watcher) bool {
 }
 
 func (h *Hub) remove(w *watcher) {
-	delete(h.progress, w)
+	h.forgetProgress(w)
 	if w.synced {
 		h.synced.remove(w)
 		w.synced = false
@@ -348,4 +343,14 @@ func newWatchResponse(rev int64) *pb.WatchResponse {
 	rh.hdr.Revision = rev
 	rh.resp.Header = &rh.hdr
 	return &rh.resp
+}
+
+// forgetProgress drops w from the progress_notify watchers.
+func (h *Hub) forgetProgress(w *watcher) {
+	if ws := h.progress[w.stream]; ws != nil {
+		delete(ws, w)
+		if len(ws) == 0 {
+			delete(h.progress, w.stream)
+		}
+	}
 }

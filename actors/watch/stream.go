@@ -2,8 +2,10 @@ package watch
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -65,6 +67,12 @@ type StreamOptions struct {
 	// asked for fragment are split (etcd uses --max-request-bytes).
 	// Default 1.5 MiB.
 	MaxResponseBytes int
+	// ProgressInterval is how often the stream's idle progress_notify
+	// watchers are told the current revision, counted from the stream's
+	// start, plus up to a tenth of it drawn once per stream: etcd's
+	// per-stream ticker, whose jitter keeps streams opened together from
+	// ticking together. Default 10 minutes (etcd's).
+	ProgressInterval time.Duration
 }
 
 // Stream is one client's watch session; see the package doc. Handle and
@@ -83,6 +91,9 @@ type Stream struct {
 	unsynced int // hub state: this stream's unsynced watchers
 
 	batch []*pb.WatchResponse // Run's scratch
+
+	progressTimer *time.Timer // fires every progressEvery until Close
+	progressEvery time.Duration
 }
 
 type item struct {
@@ -102,9 +113,30 @@ func NewStream(opts StreamOptions) *Stream {
 	if opts.Fill == nil {
 		opts.Fill = func(*pb.ResponseHeader) {}
 	}
+	if opts.ProgressInterval <= 0 {
+		opts.ProgressInterval = 10 * time.Minute
+	}
 	s := &Stream{opts: opts, watchers: map[int64]*watcher{}}
 	s.cond.L = &s.mu
+	s.progressEvery = opts.ProgressInterval + time.Duration(rand.Int64N(int64(opts.ProgressInterval)/10+1))
+	s.mu.Lock() // progressTick reads the timer under it
+	s.progressTimer = time.AfterFunc(s.progressEvery, s.progressTick)
+	s.mu.Unlock()
 	return s
+}
+
+// progressTick asks the hub to notify the stream's idle progress_notify
+// watchers, and sets the timer again.
+func (s *Stream) progressTick() {
+	s.mu.Lock()
+	closed := s.closed
+	if !closed {
+		s.progressTimer.Reset(s.progressEvery)
+	}
+	s.mu.Unlock()
+	if !closed {
+		s.opts.Root.Send(s.opts.Hub, &progTick{s: s})
+	}
 }
 
 // Handle takes one request from the client.
@@ -215,6 +247,7 @@ func (s *Stream) Close() {
 		return
 	}
 	s.closed = true
+	s.progressTimer.Stop()
 	ws := s.watchers
 	s.watchers = nil
 	s.release(s.queue)

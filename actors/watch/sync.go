@@ -114,7 +114,7 @@ func (h *Hub) toSynced(w *watcher) {
 func (h *Hub) compacted(w *watcher) {
 	compactRev := max(h.compactRev, h.opts.History.BaseRev()+1)
 	delete(h.unsynced, w)
-	delete(h.progress, w)
+	h.forgetProgress(w)
 	w.stream.unsynced--
 	// etcd's compaction notice carries no revision in its header.
 	w.stream.compacted(w, &pb.WatchResponse{
@@ -158,10 +158,10 @@ func (h *Hub) answerPendingProgress() {
 	}
 }
 
-// notifyProgress sends each idle, synced progress_notify watcher a response
-// with no events and the hub's revision.
-func (h *Hub) notifyProgress() {
-	for w := range h.progress {
+// notifyProgress sends each idle, synced progress_notify watcher of s (its
+// progress timer fired) a response with no events and the hub's revision.
+func (h *Hub) notifyProgress(s *Stream) {
+	for w := range h.progress[s] {
 		if w.synced && !w.sentEvents && h.rev >= w.start {
 			w.stream.offer(w, &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: h.rev}, WatchId: w.id})
 		}
