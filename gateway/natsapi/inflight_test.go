@@ -32,16 +32,8 @@ func (g *gateKV) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespon
 
 func TestMaxInFlight(t *testing.T) {
 	const guard = 10 * time.Second
-	connect := inProcessNATS(t)
 	kv := &gateKV{entered: make(chan string, 4), gate: make(chan struct{})}
-	full := make(chan string, 4)
-	status := func(context.Context, *pb.StatusRequest) (*pb.StatusResponse, error) { return &pb.StatusResponse{}, nil }
-	svc, err := Serve(connect(), kv, status, Options{MaxInFlight: 1, onFull: func(s string) { full <- s }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Stop()
-	client := connect()
+	client, full := serveOneSlot(t, kv)
 
 	replies := make(chan error, 2)
 	send := func(subject string, req proto.Message) {
@@ -116,4 +108,20 @@ func inProcessNATS(t *testing.T) func() *nats.Conn {
 		t.Cleanup(nc.Close)
 		return nc
 	}
+}
+
+// serveOneSlot serves kv with MaxInFlight 1 on an in-process NATS server
+// (stopped when the test ends) and returns a client connection and the
+// channel that names each request that had to wait for a slot.
+func serveOneSlot(t *testing.T, kv pb.KVServer) (*nats.Conn, chan string) {
+	t.Helper()
+	connect := inProcessNATS(t)
+	full := make(chan string, 4)
+	status := func(context.Context, *pb.StatusRequest) (*pb.StatusResponse, error) { return &pb.StatusResponse{}, nil }
+	svc, err := Serve(connect(), kv, status, Options{MaxInFlight: 1, onFull: func(s string) { full <- s }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Stop() })
+	return connect(), full
 }

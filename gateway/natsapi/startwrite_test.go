@@ -54,16 +54,8 @@ func (k *startKV) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespo
 // method; a payload that does not decode is refused first.
 func TestStartedWrites(t *testing.T) {
 	const guard = 10 * time.Second
-	connect := inProcessNATS(t)
 	kv := &startKV{started: make(chan startedWrite, 4)}
-	full := make(chan string, 4)
-	status := func(context.Context, *pb.StatusRequest) (*pb.StatusResponse, error) { return &pb.StatusResponse{}, nil }
-	svc, err := Serve(connect(), kv, status, Options{MaxInFlight: 1, onFull: func(s string) { full <- s }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Stop()
-	client := connect()
+	client, full := serveOneSlot(t, kv)
 
 	type reply struct {
 		msg *nats.Msg
