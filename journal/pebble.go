@@ -95,6 +95,11 @@ func (l pebbleLogger) Fatalf(format string, args ...any) {
 	os.Exit(1)
 }
 
+// FixturesDir is the entry of a data directory that holds what revd keeps
+// beside its journal, as etcd does: the certificate --auto-tls generates
+// (fixtures/client). The journal neither reads nor snapshots it.
+const FixturesDir = "fixtures"
+
 // pebbleFile says whether name may be a file of a Pebble store, possibly
 // one whose creation was interrupted.
 func pebbleFile(name string) bool {
@@ -102,6 +107,8 @@ func pebbleFile(name string) bool {
 	case name == "LOCK", name == "CURRENT", name == "archive":
 		return true
 	case name == snapshotsDir: // revd's own, see Journal.Snapshot
+		return true
+	case name == FixturesDir:
 		return true
 	case strings.HasPrefix(name, "MANIFEST-"),
 		strings.HasPrefix(name, "OPTIONS-"),

@@ -7,12 +7,15 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"revd/gateway/clienttls"
 	"revd/internal/autocompact"
+	"revd/journal"
 	"revd/server"
 )
 
@@ -35,6 +38,7 @@ type config struct {
 	pprofAddr       string
 	grpcServer      string
 	autoCompaction  autocompact.Policy // nil: off
+	tls             clienttls.Options  // for the https:// client URLs
 
 	watchProgressInterval time.Duration
 }
@@ -43,9 +47,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("revd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg := &config{}
-	var urls, advertise, level, compactMode, compactRetention string
+	var urls, advertise, level, compactMode, compactRetention, ciphers, allowedHosts string
 	fs.StringVar(&cfg.dataDir, "data-dir", "default.revd", "data directory (created if missing)")
-	fs.StringVar(&urls, "listen-client-urls", "http://127.0.0.1:2379", "comma-separated URLs to serve etcd's gRPC API on (http only)")
+	fs.StringVar(&urls, "listen-client-urls", "http://127.0.0.1:2379", "comma-separated URLs to serve etcd's gRPC API and HTTP endpoints on (http:// or https://)")
 	fs.StringVar(&advertise, "advertise-client-urls", "", "comma-separated URLs clients reach this member at, as member list reports them (default: the --listen-client-urls)")
 	fs.StringVar(&cfg.natsListen, "nats-listen", "127.0.0.1:4222", `address of the embedded NATS server, or "off" for no TCP listener`)
 	fs.StringVar(&cfg.natsURL, "nats-url", "", "connect to this NATS server instead of embedding one")
@@ -58,6 +62,17 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&compactMode, "auto-compaction-mode", "periodic", `how --auto-compaction-retention is read: "periodic" (a duration; a plain number is hours) or "revision" (a number of revisions)`)
 	fs.StringVar(&compactRetention, "auto-compaction-retention", "0", "history kept by automatic compaction (see --auto-compaction-mode); 0 turns it off")
 	fs.StringVar(&cfg.grpcServer, "grpc-server", grpcServerWire, `gRPC implementation: "wire" (revd's own, package gateway/grpcwire) or "grpc-go" (google.golang.org/grpc's server)`)
+	fs.StringVar(&cfg.tls.CertFile, "cert-file", "", "TLS certificate of the https:// client URLs (PEM; read again at every handshake)")
+	fs.StringVar(&cfg.tls.KeyFile, "key-file", "", "TLS key of the https:// client URLs (PEM)")
+	fs.StringVar(&cfg.tls.TrustedCAFile, "trusted-ca-file", "", "CA certificates that verify client certificates; setting it requires one from every client, as in etcd")
+	fs.BoolVar(&cfg.tls.ClientCertAuth, "client-cert-auth", false, "require a verified client certificate on the https:// client URLs")
+	fs.StringVar(&cfg.tls.CRLFile, "client-crl-file", "", "certificate revocation list: client certificates listed in it are refused")
+	fs.StringVar(&allowedHosts, "client-cert-allowed-hostname", "", "comma-separated host names; a client certificate must be valid for one of them")
+	fs.BoolVar(&cfg.tls.AutoTLS, "auto-tls", false, "serve the https:// client URLs with a self-signed certificate kept in <data-dir>/fixtures/client (when --cert-file and --key-file are not given)")
+	fs.UintVar(&cfg.tls.SelfSignedCertValidity, "self-signed-cert-validity", 1, "validity of the --auto-tls certificate, in years")
+	fs.StringVar(&ciphers, "cipher-suites", "", "comma-separated TLS cipher suites (Go's names), in order of preference; empty leaves Go's choice")
+	fs.StringVar(&cfg.tls.MinVersion, "tls-min-version", "TLS1.2", "oldest TLS version accepted: TLS1.2 or TLS1.3")
+	fs.StringVar(&cfg.tls.MaxVersion, "tls-max-version", "", "newest TLS version accepted: TLS1.2 or TLS1.3; empty leaves Go's")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: revd [flags]\n\nrevd serves etcd's v3 API over gRPC and NATS.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -81,7 +96,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", level)
 	}
 	var err error
-	if cfg.clientURLs, err = parseURLs("--listen-client-urls", urls, "http"); err != nil {
+	if cfg.clientURLs, err = parseURLs("--listen-client-urls", urls, "http", "https"); err != nil {
+		return nil, err
+	}
+	if err := tlsFlags(cfg, ciphers, allowedHosts); err != nil {
 		return nil, err
 	}
 	for _, u := range cfg.clientURLs {
@@ -125,9 +143,6 @@ func parseURLs(flag, list string, schemes ...string) ([]*url.URL, error) {
 			return nil, fmt.Errorf("%s: %q is not a URL like http://127.0.0.1:2379", flag, raw)
 		}
 		if !slices.Contains(schemes, u.Scheme) {
-			if slices.Equal(schemes, []string{"http"}) {
-				return nil, fmt.Errorf("%s: %q: only http:// is supported (no TLS yet)", flag, raw)
-			}
 			return nil, fmt.Errorf("%s: %q: the scheme must be one of %s", flag, raw, strings.Join(schemes, ", "))
 		}
 		if u.Port() == "" {
@@ -166,4 +181,36 @@ func compactionPolicy(mode, retention string) (autocompact.Policy, error) {
 		return nil, nil
 	}
 	return autocompact.NewPeriodic(d, time.Now()), nil
+}
+
+// tlsFlags completes cfg.tls from the flags and checks it as etcd does:
+// an https:// client URL needs a certificate (or --auto-tls), and the
+// versions and cipher suites must be ones Go knows.
+func tlsFlags(cfg *config, ciphers, allowedHosts string) error {
+	cfg.tls.CipherSuites = splitList(ciphers)
+	cfg.tls.AllowedHostnames = splitList(allowedHosts)
+	cfg.tls.AutoTLSDir = filepath.Join(cfg.dataDir, journal.FixturesDir, "client")
+	for _, u := range cfg.clientURLs {
+		cfg.tls.AutoTLSHosts = append(cfg.tls.AutoTLSHosts, u.Host)
+	}
+	if err := cfg.tls.Check(); err != nil {
+		return err
+	}
+	for _, u := range cfg.clientURLs {
+		if u.Scheme == "https" && !cfg.tls.HasCertificate() {
+			return fmt.Errorf("TLS key/cert (--cert-file, --key-file) must be provided for client url %s with HTTPS scheme", u)
+		}
+	}
+	return nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	_ "net/http/pprof" // served only with --pprof
-	"strconv"
 	"sync"
 	"time"
 
@@ -19,6 +19,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
 
 	"revd/gateway/grpcapi"
 	"revd/gateway/httpapi"
@@ -44,6 +45,9 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 			return fmt.Errorf("listening on %s: %w", u, err)
 		}
 		lns = append(lns, ln)
+	}
+	if err := secureListeners(cfg, lns, log); err != nil {
+		return err
 	}
 
 	nc, ns, stopNATS, err := connectNATS(cfg, log)
@@ -80,12 +84,15 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	defer svc.Stop()
 
 	gs := newGRPC(cfg, srv, log)
-	// etcd's JSON gateway calls the gRPC API through a connection to the
-	// first client port, as etcd's does.
-	gwConn, err := grpc.NewClient(dialAddr(lns[0].Addr()),
+	// etcd's JSON gateway calls the gRPC API as a client would, over an
+	// in-process connection: no port, no TLS, no client certificate.
+	gwLn := bufconn.Listen(1 << 20)
+	gwConn, err := grpc.NewClient("passthrough:///revd-json-gateway",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return gwLn.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)))
 	if err != nil {
+		gwLn.Close()
 		return fmt.Errorf("the JSON gateway's gRPC client: %w", err)
 	}
 	gateway, err := httpapi.Gateway(ctx, gwConn)
@@ -102,10 +109,17 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		ErrorLog:          slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, len(lns)+1)
+	go func() { errc <- gs.Serve(gwLn) }()
 	for _, ln := range lns {
 		// gRPC and etcd's HTTP endpoints (/health, /version, ...) share
 		// the client port, as in etcd.
-		grpcLn, httpLn := httpapi.Split(ln, httpapi.SplitOptions{})
+		var sopts httpapi.SplitOptions
+		if _, secure := ln.(tlsListener); secure {
+			sopts.Rejected = func(remote net.Addr, err error) {
+				log.Warn("rejected connection", "remote-addr", remote.String(), "err", err)
+			}
+		}
+		grpcLn, httpLn := httpapi.Split(ln, sopts)
 		go func() { errc <- gs.Serve(grpcLn) }()
 		go func() { _ = hs.Serve(httpLn) }()
 	}
@@ -168,21 +182,37 @@ func compactFunc(srv *server.Server) func(context.Context, int64) (bool, error) 
 	}
 }
 
-// dialAddr is where a client on this machine reaches a listener bound to
-// a: its address, or loopback for an unspecified one (0.0.0.0, ::).
-func dialAddr(a net.Addr) string {
-	ta, ok := a.(*net.TCPAddr)
-	if !ok {
-		return a.String()
-	}
-	ip := ta.IP
-	if ip == nil || ip.IsUnspecified() {
-		ip = net.IPv4(127, 0, 0, 1)
-		if ta.IP != nil && ta.IP.To4() == nil {
-			ip = net.IPv6loopback
+// tlsListener marks the listeners secureListeners wrapped.
+type tlsListener struct{ net.Listener }
+
+// secureListeners wraps the listeners of the https:// client URLs in TLS
+// (lns[i] is cfg.clientURLs[i]'s). As etcd does, it warns when certificate
+// flags are given but no URL uses them.
+func secureListeners(cfg *config, lns []net.Listener, log *slog.Logger) error {
+	var tc *tls.Config
+	for i, u := range cfg.clientURLs {
+		if u.Scheme != "https" {
+			if cfg.tls.CertFile != "" || cfg.tls.KeyFile != "" {
+				log.Warn("scheme is http while key and cert files are present; ignoring key and cert files", "client-url", u.String())
+			}
+			if cfg.tls.ClientCertAuth {
+				log.Warn("scheme is http while --client-cert-auth is enabled; ignoring client cert auth for this URL", "client-url", u.String())
+			}
+			continue
 		}
+		if tc == nil {
+			if cfg.tls.AutoTLS && cfg.tls.CertFile == "" && cfg.tls.KeyFile == "" &&
+				(cfg.tls.ClientCertAuth || cfg.tls.TrustedCAFile != "" || cfg.tls.CRLFile != "" || len(cfg.tls.AllowedHostnames) > 0) {
+				log.Warn("--auto-tls serves a self-signed certificate and, as etcd, ignores the client certificate flags")
+			}
+			var err error
+			if tc, err = cfg.tls.Config(); err != nil {
+				return fmt.Errorf("TLS for %s: %w", u, err)
+			}
+		}
+		lns[i] = tlsListener{tls.NewListener(lns[i], tc)}
 	}
-	return net.JoinHostPort(ip.String(), strconv.Itoa(ta.Port))
+	return nil
 }
 
 // grpcServer is what serve needs of either gRPC server.

@@ -12,7 +12,8 @@
 // connections pay nothing.
 //
 // Gateway is etcd's JSON gateway (/v3/...), as etcd builds it: etcd's
-// generated grpc-gateway handlers calling the server's own gRPC port.
+// generated grpc-gateway handlers calling the server's own gRPC server
+// (cmd/revd connects them in process).
 //
 // Not served (404, as etcd answers unknown paths): etcd's /metrics
 // (Prometheus) and /debug/vars.

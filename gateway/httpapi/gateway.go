@@ -15,7 +15,8 @@ import (
 // /v3/kv/range, /v3/kv/put, /v3/watch, /v3/lease/grant, ...), built as
 // etcd builds it: etcd's own generated handlers (etcdserverpb/gw) on
 // grpc-gateway with etcd's JSON options, calling the gRPC API through conn,
-// a client connection to this server's gRPC port. So a request has the
+// a client connection to this server's gRPC server (cmd/revd's is in
+// process: no port, no TLS, no client certificate). So a request has the
 // answer it has over gRPC, in etcd's JSON (proto field names, 64-bit
 // integers as strings, bytes as base64). Handler routes /v3/ to it (and,
 // like etcd, /v3beta/ as /v3/). etcd's lock and election gateways are not

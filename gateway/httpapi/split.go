@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"errors"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -20,6 +21,10 @@ type SplitOptions struct {
 	// at once; past it, accepting waits (connections queue in the
 	// kernel's backlog). Default 1024.
 	MaxSniffing int
+	// Rejected, if set, is told of each connection closed because reading
+	// its first bytes failed other than by a clean close: a failed TLS
+	// handshake, say, which is what it is there for.
+	Rejected func(remote net.Addr, err error)
 }
 
 // Split serves ln to two listeners: HTTP/2 connections (gRPC) on the
@@ -32,7 +37,7 @@ func Split(ln net.Listener, opts SplitOptions) (grpc, http net.Listener) {
 	if opts.MaxSniffing <= 0 {
 		opts.MaxSniffing = 1024
 	}
-	s := &splitter{ln: ln, timeout: opts.SniffTimeout, done: make(chan struct{}),
+	s := &splitter{ln: ln, timeout: opts.SniffTimeout, rejected: opts.Rejected, done: make(chan struct{}),
 		slots: make(chan struct{}, opts.MaxSniffing), sniffing: map[net.Conn]struct{}{}}
 	s.h2 = &side{s: s, conns: make(chan net.Conn)}
 	s.h1 = &side{s: s, conns: make(chan net.Conn)}
@@ -41,9 +46,10 @@ func Split(ln net.Listener, opts SplitOptions) (grpc, http net.Listener) {
 }
 
 type splitter struct {
-	ln      net.Listener
-	timeout time.Duration
-	h2, h1  *side
+	ln       net.Listener
+	timeout  time.Duration
+	rejected func(net.Addr, error)
+	h2, h1   *side
 
 	once sync.Once
 	done chan struct{} // closed when either side is closed or ln fails
@@ -113,6 +119,9 @@ func (s *splitter) route(c net.Conn) {
 		if err != nil && strings.HasPrefix(http2Preface, string(head)) {
 			sniffed()
 			c.Close()
+			if s.rejected != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				s.rejected(c.RemoteAddr(), err)
+			}
 			return
 		}
 		if err != nil {

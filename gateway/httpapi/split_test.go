@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"revd/internal/testpki"
 )
 
 // TestSplit: HTTP/1 requests reach the HTTP side and are answered; HTTP/2
@@ -157,4 +160,56 @@ func TestSplitSurvivesAcceptErrors(t *testing.T) {
 		t.Errorf("after the server's half-close the client read %d bytes, %v; want EOF", n, err)
 	}
 	sc.Close()
+}
+
+// TestSplitReportsFailedHandshakes: on a TLS listener, a client that gives
+// up on the handshake (it does not trust the certificate) is reported to
+// SplitOptions.Rejected with the remote address; one that closes before
+// saying anything is not.
+func TestSplitReportsFailedHandshakes(t *testing.T) {
+	p := testpki.New(t)
+	cert, err := tls.LoadX509KeyPair(p.ServerCert, p.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type rejection struct {
+		remote string
+		err    error
+	}
+	rejected := make(chan rejection, 4)
+	h2, _ := Split(tls.NewListener(raw, &tls.Config{Certificates: []tls.Certificate{cert}}), SplitOptions{
+		Rejected: func(remote net.Addr, err error) { rejected <- rejection{remote.String(), err} },
+	})
+	defer h2.Close()
+
+	quiet, err := net.Dial("tcp", raw.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet.Close()
+	c, err := tls.Dial("tcp", raw.Addr().String(), &tls.Config{}) // the test CA is not trusted
+	if err == nil {
+		c.Close()
+		t.Fatal("handshake with an untrusted certificate succeeded")
+	}
+	select {
+	case r := <-rejected:
+		if r.err == nil || !strings.Contains(r.err.Error(), "certificate") {
+			t.Errorf("rejected with %v", r.err)
+		}
+		if r.remote == quiet.LocalAddr().String() {
+			t.Errorf("the connection closed without a word was reported: %v", r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the failed handshake was not reported")
+	}
+	select {
+	case r := <-rejected:
+		t.Errorf("reported again: %s %v", r.remote, r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
 }

@@ -2,6 +2,8 @@ package serverproc
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +18,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -54,6 +57,69 @@ type Config struct {
 	// StartTimeout bounds the wait for the first answer, and Stop's wait
 	// for the exit after SIGTERM. Default DefaultStartTimeout.
 	StartTimeout time.Duration
+	// TLS, when set, serves the client URL over https (both kinds get the
+	// same etcd flags).
+	TLS *TLS
+}
+
+// TLS is the client port's TLS: the server's flags, and what the readiness
+// check (and Server.ClientTLS) presents as a client.
+type TLS struct {
+	// CertFile and KeyFile are --cert-file and --key-file; empty with
+	// AutoTLS.
+	CertFile, KeyFile string
+	// CAFile is --trusted-ca-file (which makes both servers require client
+	// certificates), and what clients verify the server's certificate with.
+	CAFile string
+	// ClientCertAuth adds --client-cert-auth.
+	ClientCertAuth bool
+	// AutoTLS adds --auto-tls: a self-signed certificate, which clients
+	// then do not verify.
+	AutoTLS bool
+	// ClientCertFile and ClientKeyFile are the clients' certificate, if any.
+	ClientCertFile, ClientKeyFile string
+}
+
+// args are the server flags.
+func (c *TLS) args() []string {
+	var a []string
+	if c.CertFile != "" {
+		a = append(a, "--cert-file="+c.CertFile, "--key-file="+c.KeyFile)
+	}
+	if c.CAFile != "" {
+		a = append(a, "--trusted-ca-file="+c.CAFile)
+	}
+	if c.ClientCertAuth {
+		a = append(a, "--client-cert-auth")
+	}
+	if c.AutoTLS {
+		a = append(a, "--auto-tls")
+	}
+	return a
+}
+
+// ClientConfig is a client's view: the server verified with CAFile (not at
+// all with AutoTLS), the client certificate presented if one is named.
+func (c *TLS) ClientConfig() (*tls.Config, error) {
+	tc := &tls.Config{InsecureSkipVerify: c.AutoTLS} //nolint:gosec // a self-signed test certificate
+	if c.CAFile != "" && !c.AutoTLS {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("serverproc: no certificate in %s", c.CAFile)
+		}
+	}
+	if c.ClientCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.ClientCertFile, c.ClientKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
 }
 
 // Server is a running (or stopped) server process.
@@ -73,9 +139,12 @@ type Server struct {
 	PprofAddr string
 	// DataDir is the data directory.
 	DataDir string
-	timeout time.Duration
-	out     io.Writer // Config.Output and tail
-	tail    *tailBuffer
+	// ClientTLS is how a client reaches the https client URL (Config.TLS's
+	// ClientConfig); nil for http.
+	ClientTLS *tls.Config
+	timeout   time.Duration
+	out       io.Writer // Config.Output and tail
+	tail      *tailBuffer
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -118,6 +187,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		s := newServer(cfg, ports)
 		s.out, s.tail = out, tail
+		if cfg.TLS != nil {
+			if s.ClientTLS, err = cfg.TLS.ClientConfig(); err != nil {
+				return nil, err
+			}
+		}
 		err = s.launch(ctx)
 		if err == nil {
 			return s, nil
@@ -134,6 +208,9 @@ func newServer(cfg Config, ports []int) *Server {
 	s := &Server{Kind: cfg.Kind, Bin: cfg.Bin, Env: cfg.Env, DataDir: cfg.DataDir, timeout: cfg.StartTimeout}
 	s.Endpoint = "127.0.0.1:" + strconv.Itoa(ports[0])
 	s.ClientURL = "http://" + s.Endpoint
+	if cfg.TLS != nil {
+		s.ClientURL = "https://" + s.Endpoint
+	}
 	switch cfg.Kind {
 	case KindEtcd:
 		peer := "http://127.0.0.1:" + strconv.Itoa(ports[1])
@@ -159,6 +236,9 @@ func newServer(cfg Config, ports []int) *Server {
 			s.PprofAddr = "127.0.0.1:" + strconv.Itoa(ports[2])
 			s.Args = append(s.Args, "--pprof="+s.PprofAddr)
 		}
+	}
+	if cfg.TLS != nil {
+		s.Args = append(s.Args, cfg.TLS.args()...)
 	}
 	if cfg.LogLevel != "" {
 		s.Args = append(s.Args, "--log-level="+cfg.LogLevel)
@@ -224,8 +304,12 @@ func (s *Server) start() error {
 // the start timeout passes. The dial backs off at most 20 ms, so
 // ReadyAfter is precise to about that.
 func (s *Server) waitReady(ctx context.Context) error {
+	creds := insecure.NewCredentials()
+	if s.ClientTLS != nil {
+		creds = credentials.NewTLS(s.ClientTLS)
+	}
 	conn, err := grpc.NewClient(s.Endpoint,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 2 * time.Millisecond, Multiplier: 1.5, MaxDelay: 20 * time.Millisecond},
 			MinConnectTimeout: s.timeout,

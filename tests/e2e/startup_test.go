@@ -53,8 +53,26 @@ func TestRevdStartupErrors(t *testing.T) {
 		t.Errorf("bad flag: exit %d, stderr %q", code, out)
 	}
 	code, out = runRevd(t, "--listen-client-urls", "https://127.0.0.1:1")
-	if code != 2 || !strings.Contains(out, "only http://") {
-		t.Errorf("https URL: exit %d, stderr %q", code, out)
+	if code != 2 || !strings.Contains(out, "TLS key/cert (--cert-file, --key-file) must be provided for client url https://127.0.0.1:1 with HTTPS scheme") {
+		t.Errorf("https URL without a certificate: exit %d, stderr %q", code, out)
+	}
+	for _, c := range []struct{ args, want string }{
+		{"--tls-min-version=TLS1.1", `unexpected TLS version "TLS1.1" (must be one of: TLS1.2, TLS1.3)`},
+		{"--tls-min-version=TLS1.3 --tls-max-version=TLS1.2", "min version (TLS1.3) is greater than max version (TLS1.2)"},
+		{"--tls-min-version=TLS1.3 --cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "cipher suites cannot be configured when only TLS1.3 is enabled"},
+		{"--cipher-suites=TLS_NO_SUCH_SUITE", `unexpected TLS cipher suite "TLS_NO_SUCH_SUITE"`},
+	} {
+		code, out = runRevd(t, strings.Fields(c.args)...)
+		if code != 2 || !strings.Contains(out, c.want) {
+			t.Errorf("%s: exit %d, stderr %q, want %q", c.args, code, out, c.want)
+		}
+	}
+	missing := filepath.Join(t.TempDir(), "no-such-cert.pem")
+	ports := testutil.FreePorts(t, 2)
+	code, out = runRevd(t, "--data-dir", t.TempDir(), "--cert-file", missing, "--key-file", missing,
+		"--listen-client-urls", "https://127.0.0.1:"+strconv.Itoa(ports[0]), "--nats-listen", "127.0.0.1:"+strconv.Itoa(ports[1]))
+	if code != 1 || !strings.Contains(out, "no-such-cert.pem: no such file or directory") {
+		t.Errorf("missing certificate file: exit %d, stderr %q", code, out)
 	}
 	code, out = runRevd(t, "--advertise-client-urls", "127.0.0.1:2379")
 	if code != 2 || !strings.Contains(out, "--advertise-client-urls") {
@@ -62,7 +80,7 @@ func TestRevdStartupErrors(t *testing.T) {
 	}
 
 	held := testutil.StartRevd(t, testutil.Options{})
-	ports := testutil.FreePorts(t, 2)
+	ports = testutil.FreePorts(t, 2)
 	code, out = runRevd(t, "--data-dir", held.DataDir,
 		"--listen-client-urls", "http://127.0.0.1:"+strconv.Itoa(ports[0]), "--nats-listen", "127.0.0.1:"+strconv.Itoa(ports[1]))
 	if code != 1 || !strings.Contains(out, "in use by another revd") {

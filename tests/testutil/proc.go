@@ -23,6 +23,8 @@ type Options struct {
 	ExtraArgs []string
 	// Env is appended to the environment of the process.
 	Env []string
+	// TLS serves the client URL over https (see serverproc.TLS).
+	TLS *serverproc.TLS
 }
 
 // Proc is a running (or stopped) etcd or revd server: a serverproc.Server
@@ -75,7 +77,7 @@ func start(t testing.TB, kind, bin, logLevel string, opts Options) *Proc {
 	}
 	s, err := serverproc.Start(context.Background(), serverproc.Config{
 		Kind: kind, Bin: bin, DataDir: dataDir, Env: opts.Env, LogLevel: logLevel,
-		MaxRequestBytes: opts.MaxRequestBytes, ExtraArgs: opts.ExtraArgs,
+		MaxRequestBytes: opts.MaxRequestBytes, ExtraArgs: opts.ExtraArgs, TLS: opts.TLS,
 	})
 	if err != nil {
 		t.Fatal(err)
