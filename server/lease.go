@@ -38,8 +38,11 @@ func (s *Server) startLeases(idx *lease.Index) {
 		Clock: s.opts.LeaseClock,
 		Expire: func(id int64, gen uint64) {
 			root.Send(seq, &sequencer.Expiry{ID: id, Seq: gen, Reply: func(o sequencer.Outcome) {
-				if o.Err != nil {
+				switch {
+				case o.Err != nil:
 					log.Warn("lease expiry not recorded; it will be retried", "id", id, "err", o.Err)
+				case o.Resp != nil: // not a stale expiry
+					s.stats.expired.Add(1)
 				}
 			}})
 		},
@@ -121,6 +124,9 @@ func (s *Server) LeaseKeepAliveOnce(ctx context.Context, r *pb.LeaseKeepAliveReq
 		return nil, err
 	}
 	resp.TTL = ttl
+	if ttl > 0 {
+		s.stats.renewed.Add(1)
+	}
 	return resp, nil
 }
 

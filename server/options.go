@@ -48,6 +48,12 @@ type Options struct {
 	// together. Default 1000000.
 	WatchServerEvents int64
 
+	// CommitDuration, if set, is told how long each group commit took to
+	// write and sync its batch (etcd's etcd_disk_wal_fsync_duration_seconds).
+	// It runs on the writer goroutine before the batch's commands are
+	// answered, so it must be quick (a histogram's Observe).
+	CommitDuration func(time.Duration)
+
 	// LeaseClock drives lease deadlines (tests pass a
 	// leaseactor.FakeClock). Default: the real clock.
 	LeaseClock leaseactor.Clock

@@ -41,6 +41,8 @@ type Server struct {
 
 	hubPID      *actor.PID
 	watchBudget *watch.Budget
+	watchStats  *watch.Stats
+	stats       counters
 
 	// committed is the newest durable revision; compactRev the newest
 	// durable compaction (-1: none). Both move on the writer goroutine
@@ -86,6 +88,7 @@ func New(opts Options) (*Server, error) {
 	} else if orphans > 0 {
 		s.log.Error("keys name leases that do not exist; they stay without a lease", "keys", orphans)
 	}
+	s.stats.countRestored(seqStore)
 	leaseCopy := leases.Clone() // the lease actor's; the core owns leases
 	s.committed.Store(seqStore.Rev())
 	s.compactRev.Store(compactRev)
@@ -96,7 +99,7 @@ func New(opts Options) (*Server, error) {
 	s.set.Spawn(s.system.Root)
 	seq := sequencer.New(sequencer.Options{
 		Core:     sequencer.NewCore(seqStore, leases),
-		Log:      journalLog{j},
+		Log:      journalLog{j: j, timed: opts.CommitDuration},
 		OnCommit: s.onCommit,
 		OnFail:   s.onFail,
 	})
@@ -127,6 +130,7 @@ func (s *Server) onCommit(b *sequencer.Batch) {
 	if n > 0 {
 		s.committed.Store(b.Records[n-1].Revision)
 	}
+	s.stats.countCommitted(b)
 	if b.Compact {
 		s.compactRev.Store(b.CompactRev)
 	}
@@ -170,10 +174,26 @@ func (s *Server) Close() error {
 	return err
 }
 
-// journalLog adapts the journal to the sequencer's Log.
-type journalLog struct{ j *journal.Journal }
+// journalLog adapts the journal to the sequencer's Log, timing each
+// commit for Options.CommitDuration.
+type journalLog struct {
+	j     *journal.Journal
+	timed func(time.Duration)
+}
 
 func (l journalLog) Append(b *sequencer.Batch) error {
+	if l.timed == nil {
+		return l.commit(b)
+	}
+	start := time.Now()
+	err := l.commit(b)
+	if err == nil {
+		l.timed(time.Since(start))
+	}
+	return err
+}
+
+func (l journalLog) commit(b *sequencer.Batch) error {
 	jb := l.j.NewBatch()
 	for _, r := range b.Records {
 		jb.AppendRecord(r.Revision, r.Events)

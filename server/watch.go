@@ -29,6 +29,7 @@ func (s *Server) NewWatchStream(sink watch.Sink) *watch.Stream {
 		// etcd fragments at --max-request-bytes plus gRPC's overhead.
 		MaxResponseBytes: s.opts.MaxRequestBytes + grpcOverheadBytes,
 		ProgressInterval: s.opts.WatchProgressInterval,
+		Stats:            s.watchStats,
 	})
 }
 
@@ -36,7 +37,9 @@ func (s *Server) NewWatchStream(sink watch.Sink) *watch.Stream {
 // has watchers.
 func (s *Server) startWatch() error {
 	s.watchBudget = &watch.Budget{Limit: s.opts.WatchServerEvents}
+	s.watchStats = &watch.Stats{}
 	hub := watch.NewHub(watch.HubOptions{
+		Stats:      s.watchStats,
 		History:    s.j,
 		Prev:       s.prevAt,
 		Rev:        s.committed.Load(),

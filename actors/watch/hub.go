@@ -65,6 +65,8 @@ type HubOptions struct {
 	// DetachAfter is how long the hub stays subscribed without watchers.
 	// Default 1s.
 	DetachAfter time.Duration
+	// Stats, if set, is kept current with the hub's watcher counts.
+	Stats *Stats
 }
 
 // Hub is the actor owning every watcher; see the package doc.
@@ -163,6 +165,10 @@ func (h *Hub) Receive(ctx actor.Context) {
 		}
 	case *progTick:
 		h.notifyProgress(m.s)
+	}
+	if st := h.opts.Stats; st != nil {
+		st.watchers.Store(int64(h.synced.len() + len(h.unsynced)))
+		st.slow.Store(int64(len(h.unsynced)))
 	}
 }
 

@@ -73,6 +73,8 @@ type StreamOptions struct {
 	// per-stream ticker, whose jitter keeps streams opened together from
 	// ticking together. Default 10 minutes (etcd's).
 	ProgressInterval time.Duration
+	// Stats, if set, counts the stream while it is open.
+	Stats *Stats
 }
 
 // Stream is one client's watch session; see the package doc. Handle and
@@ -117,6 +119,9 @@ func NewStream(opts StreamOptions) *Stream {
 		opts.ProgressInterval = 10 * time.Minute
 	}
 	s := &Stream{opts: opts, watchers: map[int64]*watcher{}}
+	if opts.Stats != nil {
+		opts.Stats.streams.Add(1)
+	}
 	s.cond.L = &s.mu
 	s.progressEvery = opts.ProgressInterval + time.Duration(rand.Int64N(int64(opts.ProgressInterval)/10+1))
 	s.mu.Lock() // progressTick reads the timer under it
@@ -247,6 +252,9 @@ func (s *Stream) Close() {
 		return
 	}
 	s.closed = true
+	if s.opts.Stats != nil {
+		s.opts.Stats.streams.Add(-1)
+	}
 	s.progressTimer.Stop()
 	ws := s.watchers
 	s.watchers = nil

@@ -23,6 +23,7 @@ import (
 
 	"revd/gateway/grpcapi"
 	"revd/gateway/httpapi"
+	"revd/gateway/metrics"
 	"revd/gateway/natsapi"
 	"revd/internal/autocompact"
 	"revd/server"
@@ -60,7 +61,10 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		feed.SkipWithoutInterest(natsapi.EmbeddedInterest(ns))
 	}
 
+	mets := metrics.New(metrics.Options{ServerVersion: server.APIVersion, ClusterVersion: server.ClusterVersion,
+		QuotaBackendBytes: server.DBSizeQuota})
 	srv, err := server.New(server.Options{
+		CommitDuration:        mets.ObserveCommit,
 		DataDir:               cfg.dataDir,
 		Name:                  cfg.name,
 		ClientURLs:            cfg.advertiseURLs,
@@ -77,6 +81,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 			log.Error("closing the store", "err", err)
 		}
 	}()
+	mets.SetSource(srv)
 	svc, err := natsapi.Serve(nc, srv, srv.Status, natsapi.Options{SubjectPrefix: cfg.natsSubjectRoot, Logger: log, Watch: srv, Lease: srv, Maintenance: srv})
 	if err != nil {
 		return fmt.Errorf("starting the NATS API: %w", err)
@@ -103,7 +108,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	hs := &http.Server{
 		Handler: httpapi.Handler(srv, httpapi.Options{
 			ServerVersion: server.APIVersion, ClusterVersion: server.ClusterVersion, StorageVersion: server.StorageVersion,
-			Gateway: gateway,
+			Gateway: gateway, Metrics: mets.Handler(),
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelDebug),

@@ -15,6 +15,6 @@
 // generated grpc-gateway handlers calling the server's own gRPC server
 // (cmd/revd connects them in process).
 //
-// Not served (404, as etcd answers unknown paths): etcd's /metrics
-// (Prometheus) and /debug/vars.
+// /metrics is gateway/metrics' (Options.Metrics). Not served (404, as etcd
+// answers unknown paths): /debug/vars.
 package httpapi

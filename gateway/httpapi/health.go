@@ -26,6 +26,8 @@ type Options struct {
 	ServerVersion, ClusterVersion, StorageVersion string
 	// Gateway, if set, serves /v3/ (and /v3beta/, as /v3/): see Gateway.
 	Gateway http.Handler
+	// Metrics, if set, serves /metrics (gateway/metrics).
+	Metrics http.Handler
 	// ReadTimeout bounds the read each health check makes. Default 7s,
 	// etcd's request timeout with its default election timeout (5s + 2 ×
 	// 1s).
@@ -63,6 +65,9 @@ func Handler(r Reader, opts Options) http.Handler {
 	})
 	if opts.Gateway != nil {
 		mux.Handle("/v3/", opts.Gateway)
+	}
+	if opts.Metrics != nil {
+		mux.Handle("/metrics", opts.Metrics)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if strings.HasPrefix(req.URL.Path, "/v3beta/") { // as etcd, for old clients
