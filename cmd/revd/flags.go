@@ -196,6 +196,18 @@ func tlsFlags(cfg *config, ciphers, allowedHosts string) error {
 	if err := cfg.tls.Check(); err != nil {
 		return err
 	}
+	if cfg.tls.AutoTLS && cfg.tls.SelfSignedCertValidity == 0 {
+		return errors.New("--self-signed-cert-validity: selfSignedCertValidity is invalid,it should be greater than 0")
+	}
+	// etcd binds an http:// and an https:// URL on one address as one
+	// listener serving both; revd serves one scheme per address.
+	schemes := map[string]string{}
+	for _, u := range cfg.clientURLs {
+		if other, ok := schemes[u.Host]; ok && other != u.Scheme {
+			return fmt.Errorf("--listen-client-urls: %s is given as both http:// and https://; revd serves one scheme per address (use two ports)", u.Host)
+		}
+		schemes[u.Host] = u.Scheme
+	}
 	for _, u := range cfg.clientURLs {
 		if u.Scheme == "https" && !cfg.tls.HasCertificate() {
 			return fmt.Errorf("TLS key/cert (--cert-file, --key-file) must be provided for client url %s with HTTPS scheme", u)

@@ -47,9 +47,6 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		}
 		lns = append(lns, ln)
 	}
-	if err := secureListeners(cfg, lns, log); err != nil {
-		return err
-	}
 
 	nc, ns, stopNATS, err := connectNATS(cfg, log)
 	if err != nil {
@@ -82,6 +79,11 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		}
 	}()
 	mets.SetSource(srv)
+	// TLS once the store has checked and locked the data directory:
+	// --auto-tls writes its certificate there.
+	if err := secureListeners(cfg, lns, log); err != nil {
+		return err
+	}
 	svc, err := natsapi.Serve(nc, srv, srv.Status, natsapi.Options{SubjectPrefix: cfg.natsSubjectRoot, Logger: log, Watch: srv, Lease: srv, Maintenance: srv})
 	if err != nil {
 		return fmt.Errorf("starting the NATS API: %w", err)

@@ -213,3 +213,59 @@ func TestSplitReportsFailedHandshakes(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 }
+
+// TestSplitStalledHandshakeHoldsNoOneUp: a TLS client that stops in the
+// middle of its hello does not keep the next client from being served; it
+// is cut at the sniff timeout.
+func TestSplitStalledHandshakeHoldsNoOneUp(t *testing.T) {
+	p := testpki.New(t)
+	cert, err := tls.LoadX509KeyPair(p.ServerCert, p.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, _ := Split(tls.NewListener(raw, &tls.Config{Certificates: []tls.Certificate{cert}}), SplitOptions{SniffTimeout: time.Second})
+	defer h2.Close()
+
+	stalled, err := net.Dial("tcp", raw.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	if _, err := stalled.Write([]byte{0x16, 0x03, 0x01, 0x00, 0x50}); err != nil { // a record header, no hello
+		t.Fatal(err)
+	}
+
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := h2.Accept(); err == nil {
+			accepted <- c
+		}
+	}()
+	c, err := tls.Dial("tcp", raw.Addr().String(), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the test's own certificate
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, http2Preface); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case sc := <-accepted:
+		sc.Close()
+	case <-time.After(500 * time.Millisecond): // well before the stalled one's timeout
+		t.Fatal("a TLS client waited behind a stalled handshake")
+	}
+	_ = stalled.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := stalled.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Errorf("the stalled connection was not closed at the sniff timeout: %v", err)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

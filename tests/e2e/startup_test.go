@@ -61,6 +61,8 @@ func TestRevdStartupErrors(t *testing.T) {
 		{"--tls-min-version=TLS1.3 --tls-max-version=TLS1.2", "min version (TLS1.3) is greater than max version (TLS1.2)"},
 		{"--tls-min-version=TLS1.3 --cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "cipher suites cannot be configured when only TLS1.3 is enabled"},
 		{"--cipher-suites=TLS_NO_SUCH_SUITE", `unexpected TLS cipher suite "TLS_NO_SUCH_SUITE"`},
+		{"--auto-tls --self-signed-cert-validity=0 --listen-client-urls=https://127.0.0.1:1", "selfSignedCertValidity is invalid,it should be greater than 0"},
+		{"--listen-client-urls=http://127.0.0.1:1,https://127.0.0.1:1 --auto-tls", "127.0.0.1:1 is given as both http:// and https://"},
 	} {
 		code, out = runRevd(t, strings.Fields(c.args)...)
 		if code != 2 || !strings.Contains(out, c.want) {
@@ -73,6 +75,20 @@ func TestRevdStartupErrors(t *testing.T) {
 		"--listen-client-urls", "https://127.0.0.1:"+strconv.Itoa(ports[0]), "--nats-listen", "127.0.0.1:"+strconv.Itoa(ports[1]))
 	if code != 1 || !strings.Contains(out, "no-such-cert.pem: no such file or directory") {
 		t.Errorf("missing certificate file: exit %d, stderr %q", code, out)
+	}
+	// --auto-tls writes nothing into a directory revd refuses.
+	foreign := t.TempDir()
+	if err := os.WriteFile(filepath.Join(foreign, "notes.txt"), []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ports = testutil.FreePorts(t, 2)
+	code, out = runRevd(t, "--data-dir", foreign, "--auto-tls",
+		"--listen-client-urls", "https://127.0.0.1:"+strconv.Itoa(ports[0]), "--nats-listen", "127.0.0.1:"+strconv.Itoa(ports[1]))
+	if code != 1 || !strings.Contains(out, "not a revd data directory") {
+		t.Errorf("foreign data dir with --auto-tls: exit %d, stderr %q", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(foreign, "fixtures")); !os.IsNotExist(err) {
+		t.Errorf("--auto-tls wrote into a data directory revd refused: %v", err)
 	}
 	code, out = runRevd(t, "--advertise-client-urls", "127.0.0.1:2379")
 	if code != 2 || !strings.Contains(out, "--advertise-client-urls") {
