@@ -28,6 +28,7 @@ const (
 type config struct {
 	dataDir         string
 	clientURLs      []*url.URL
+	metricsURLs     []*url.URL
 	advertiseURLs   []string
 	natsListen      string
 	natsURL         string
@@ -47,10 +48,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("revd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg := &config{}
-	var urls, advertise, level, compactMode, compactRetention, ciphers, allowedHosts string
+	var urls, advertise, metricsURLs, level, compactMode, compactRetention, ciphers, allowedHosts string
 	fs.StringVar(&cfg.dataDir, "data-dir", "default.revd", "data directory (created if missing)")
 	fs.StringVar(&urls, "listen-client-urls", "http://127.0.0.1:2379", "comma-separated URLs to serve etcd's gRPC API and HTTP endpoints on (http:// or https://)")
 	fs.StringVar(&advertise, "advertise-client-urls", "", "comma-separated URLs clients reach this member at, as member list reports them (default: the --listen-client-urls)")
+	fs.StringVar(&metricsURLs, "listen-metrics-urls", "", "comma-separated URLs (http:// or https://) to serve /metrics and the health endpoints on, besides the client URLs")
 	fs.StringVar(&cfg.natsListen, "nats-listen", "127.0.0.1:4222", `address of the embedded NATS server, or "off" for no TCP listener`)
 	fs.StringVar(&cfg.natsURL, "nats-url", "", "connect to this NATS server instead of embedding one")
 	fs.StringVar(&cfg.name, "name", "default", "member name")
@@ -98,6 +100,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	var err error
 	if cfg.clientURLs, err = parseURLs("--listen-client-urls", urls, "http", "https"); err != nil {
 		return nil, err
+	}
+	if metricsURLs != "" {
+		if cfg.metricsURLs, err = parseURLs("--listen-metrics-urls", metricsURLs, "http", "https"); err != nil {
+			return nil, err
+		}
 	}
 	if err := tlsFlags(cfg, ciphers, allowedHosts); err != nil {
 		return nil, err
@@ -198,6 +205,11 @@ func tlsFlags(cfg *config, ciphers, allowedHosts string) error {
 	}
 	if cfg.tls.AutoTLS && cfg.tls.SelfSignedCertValidity == 0 {
 		return errors.New("--self-signed-cert-validity: selfSignedCertValidity is invalid,it should be greater than 0")
+	}
+	for _, u := range cfg.metricsURLs {
+		if u.Scheme == "https" && !cfg.tls.HasCertificate() {
+			return errors.New("client TLS key/cert (--cert-file, --key-file) must be provided for metrics secure url")
+		}
 	}
 	// etcd binds an http:// and an https:// URL on one address as one
 	// listener serving both; revd serves one scheme per address.

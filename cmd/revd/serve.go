@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,21 +31,13 @@ import (
 // serve runs revd until ctx ends, then stops it cleanly: front doors first,
 // then the server (which answers what it already decided).
 func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
-	// Bind the client ports first, so a taken port fails before anything
-	// touches the data directory.
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	for _, u := range cfg.clientURLs {
-		ln, err := net.Listen("tcp", u.Host)
-		if err != nil {
-			return fmt.Errorf("listening on %s: %w", u, err)
-		}
-		lns = append(lns, ln)
+	// Bind the ports first, so a taken port fails before anything touches
+	// the data directory.
+	bound, err := bind(cfg)
+	if err != nil {
+		return err
 	}
+	defer bound.close()
 
 	nc, ns, stopNATS, err := connectNATS(cfg, log)
 	if err != nil {
@@ -81,9 +72,10 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	mets.SetSource(srv)
 	// TLS once the store has checked and locked the data directory:
 	// --auto-tls writes its certificate there.
-	if err := secureListeners(cfg, lns, log); err != nil {
+	if err := bound.secure(cfg, log); err != nil {
 		return err
 	}
+	lns := bound.client
 	svc, err := natsapi.Serve(nc, srv, srv.Status, natsapi.Options{SubjectPrefix: cfg.natsSubjectRoot, Logger: log, Watch: srv, Lease: srv, Maintenance: srv})
 	if err != nil {
 		return fmt.Errorf("starting the NATS API: %w", err)
@@ -130,10 +122,12 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		go func() { errc <- gs.Serve(grpcLn) }()
 		go func() { _ = hs.Serve(httpLn) }()
 	}
-	lns = nil // gs and hs own them now
+	stopMetrics := serveMetrics(bound, httpapi.MetricsHandler(srv, httpapi.Options{Metrics: mets.Handler()}), log)
+	bound.client, bound.metrics = nil, nil // the servers own them now
 	// HTTP first: the gateway's streams (a watch over /v3/watch) hold gRPC
 	// streams that would keep a graceful gRPC stop waiting.
 	stopHTTP := sync.OnceFunc(func() {
+		stopMetrics()
 		hs.Close()
 		gwConn.Close()
 	})
@@ -187,39 +181,6 @@ func compactFunc(srv *server.Server) func(context.Context, int64) (bool, error) 
 		}
 		return false, err
 	}
-}
-
-// tlsListener marks the listeners secureListeners wrapped.
-type tlsListener struct{ net.Listener }
-
-// secureListeners wraps the listeners of the https:// client URLs in TLS
-// (lns[i] is cfg.clientURLs[i]'s). As etcd does, it warns when certificate
-// flags are given but no URL uses them.
-func secureListeners(cfg *config, lns []net.Listener, log *slog.Logger) error {
-	var tc *tls.Config
-	for i, u := range cfg.clientURLs {
-		if u.Scheme != "https" {
-			if cfg.tls.CertFile != "" || cfg.tls.KeyFile != "" {
-				log.Warn("scheme is http while key and cert files are present; ignoring key and cert files", "client-url", u.String())
-			}
-			if cfg.tls.ClientCertAuth {
-				log.Warn("scheme is http while --client-cert-auth is enabled; ignoring client cert auth for this URL", "client-url", u.String())
-			}
-			continue
-		}
-		if tc == nil {
-			if cfg.tls.AutoTLS && cfg.tls.CertFile == "" && cfg.tls.KeyFile == "" &&
-				(cfg.tls.ClientCertAuth || cfg.tls.TrustedCAFile != "" || cfg.tls.CRLFile != "" || len(cfg.tls.AllowedHostnames) > 0) {
-				log.Warn("--auto-tls serves a self-signed certificate and, as etcd, ignores the client certificate flags")
-			}
-			var err error
-			if tc, err = cfg.tls.Config(); err != nil {
-				return fmt.Errorf("TLS for %s: %w", u, err)
-			}
-		}
-		lns[i] = tlsListener{tls.NewListener(lns[i], tc)}
-	}
-	return nil
 }
 
 // grpcServer is what serve needs of either gRPC server.

@@ -38,12 +38,7 @@ type Options struct {
 // r. Like etcd's, every answer carries CORS headers allowing any origin,
 // and OPTIONS is answered 200 with nothing else.
 func Handler(r Reader, opts Options) http.Handler {
-	if opts.ReadTimeout <= 0 {
-		opts.ReadTimeout = 7 * time.Second
-	}
-	h := &health{r: r, timeout: opts.ReadTimeout}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/health", h.serveHealth)
+	mux := healthMux(r, opts)
 	mux.HandleFunc("/version", func(w http.ResponseWriter, req *http.Request) {
 		if !allowGet(w, req) {
 			return
@@ -55,13 +50,6 @@ func Handler(r Reader, opts Options) http.Handler {
 			Storage string `json:"storage"`
 		}{opts.ServerVersion, opts.ClusterVersion, opts.StorageVersion})
 		w.Write(b)
-	})
-	h.install(mux, "/livez", []check{{"serializable_read", h.read(true)}})
-	h.install(mux, "/readyz", []check{
-		{"data_corruption", ok}, // revd raises no alarms
-		{"serializable_read", h.read(true)},
-		{"linearizable_read", h.read(false)},
-		{"non_learner", ok}, // revd is never a learner
 	})
 	if opts.Gateway != nil {
 		mux.Handle("/v3/", opts.Gateway)
@@ -82,6 +70,35 @@ func Handler(r Reader, opts Options) http.Handler {
 		}
 		mux.ServeHTTP(w, req)
 	})
+}
+
+// MetricsHandler is what etcd serves on its --listen-metrics-urls:
+// /metrics (opts.Metrics) and the health endpoints (/health, /livez,
+// /readyz), with no CORS headers and nothing else.
+func MetricsHandler(r Reader, opts Options) http.Handler {
+	mux := healthMux(r, opts)
+	if opts.Metrics != nil {
+		mux.Handle("/metrics", opts.Metrics)
+	}
+	return mux
+}
+
+// healthMux serves /health, /livez and /readyz.
+func healthMux(r Reader, opts Options) *http.ServeMux {
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = 7 * time.Second
+	}
+	h := &health{r: r, timeout: opts.ReadTimeout}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", h.serveHealth)
+	h.install(mux, "/livez", []check{{"serializable_read", h.read(true)}})
+	h.install(mux, "/readyz", []check{
+		{"data_corruption", ok}, // revd raises no alarms
+		{"serializable_read", h.read(true)},
+		{"linearizable_read", h.read(false)},
+		{"non_learner", ok}, // revd is never a learner
+	})
+	return mux
 }
 
 type health struct {

@@ -242,3 +242,28 @@ func labelNames(f *dto.MetricFamily) string {
 	}
 	return strings.Join(names, ",")
 }
+
+// TestListenMetricsURLs: --listen-metrics-urls serves what etcd serves
+// there, /metrics and the health endpoints, and nothing else; the same
+// answers from both servers.
+func TestListenMetricsURLs(t *testing.T) {
+	kind := testutil.TargetKind(t, TargetEnv)
+	start := func(kind string) (*testutil.Proc, string) {
+		url := fmt.Sprintf("http://127.0.0.1:%d", testutil.FreePorts(t, 1)[0])
+		return testutil.Start(t, kind, testutil.Options{ExtraArgs: []string{"--listen-metrics-urls=" + url}}), url
+	}
+	_, refURL := start(testutil.KindEtcd)
+	_, tgtURL := start(kind)
+	for _, path := range []string{"/health", "/health?serializable=true", "/livez", "/readyz?verbose", "/version", "/v3/kv/range", "/nope"} {
+		want, got := httpDo(t, "GET", refURL+path), httpDo(t, "GET", tgtURL+path)
+		if !equalAnswers(got, want) {
+			t.Errorf("GET %s: %s %+v, etcd %+v", path, kind, got, want)
+		}
+	}
+	for _, base := range []string{refURL, tgtURL} {
+		a := httpDo(t, "GET", base+"/metrics")
+		if a.status != http.StatusOK || !strings.Contains(a.body, "\netcd_server_has_leader 1\n") {
+			t.Errorf("GET %s/metrics: %d %.200q", base, a.status, a.body)
+		}
+	}
+}

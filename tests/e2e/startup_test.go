@@ -63,6 +63,8 @@ func TestRevdStartupErrors(t *testing.T) {
 		{"--cipher-suites=TLS_NO_SUCH_SUITE", `unexpected TLS cipher suite "TLS_NO_SUCH_SUITE"`},
 		{"--auto-tls --self-signed-cert-validity=0 --listen-client-urls=https://127.0.0.1:1", "selfSignedCertValidity is invalid,it should be greater than 0"},
 		{"--listen-client-urls=http://127.0.0.1:1,https://127.0.0.1:1 --auto-tls", "127.0.0.1:1 is given as both http:// and https://"},
+		{"--listen-metrics-urls=https://127.0.0.1:1", "client TLS key/cert (--cert-file, --key-file) must be provided for metrics secure url"},
+		{"--listen-metrics-urls=127.0.0.1:1", "--listen-metrics-urls"},
 	} {
 		code, out = runRevd(t, strings.Fields(c.args)...)
 		if code != 2 || !strings.Contains(out, c.want) {

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// ports are the bound listeners: bound.client[i] serves cfg.clientURLs[i],
+// bound.metrics[i] cfg.metricsURLs[i].
+type ports struct {
+	client, metrics []net.Listener
+}
+
+// bind listens on every client and metrics URL; on error it closes what it
+// bound.
+func bind(cfg *config) (*ports, error) {
+	p := &ports{}
+	for _, set := range []struct {
+		urls []*url.URL
+		lns  *[]net.Listener
+	}{{cfg.clientURLs, &p.client}, {cfg.metricsURLs, &p.metrics}} {
+		for _, u := range set.urls {
+			ln, err := net.Listen("tcp", u.Host)
+			if err != nil {
+				p.close()
+				return nil, fmt.Errorf("listening on %s: %w", u, err)
+			}
+			*set.lns = append(*set.lns, ln)
+		}
+	}
+	return p, nil
+}
+
+func (p *ports) close() {
+	for _, ln := range append(p.client, p.metrics...) {
+		ln.Close()
+	}
+}
+
+// tlsListener marks the listeners secure wrapped.
+type tlsListener struct{ net.Listener }
+
+// secure wraps the listeners of the https:// URLs in TLS, all with one
+// configuration built from the TLS flags. As etcd does, it warns when
+// certificate flags are given but a client URL is http://.
+func (p *ports) secure(cfg *config, log *slog.Logger) error {
+	var tc *tls.Config
+	wrap := func(u *url.URL, ln *net.Listener) error {
+		if tc == nil {
+			if cfg.tls.AutoTLS && cfg.tls.CertFile == "" && cfg.tls.KeyFile == "" &&
+				(cfg.tls.ClientCertAuth || cfg.tls.TrustedCAFile != "" || cfg.tls.CRLFile != "" || len(cfg.tls.AllowedHostnames) > 0) {
+				log.Warn("--auto-tls serves a self-signed certificate and, as etcd, ignores the client certificate flags")
+			}
+			var err error
+			if tc, err = cfg.tls.Config(); err != nil {
+				return fmt.Errorf("TLS for %s: %w", u, err)
+			}
+		}
+		*ln = tlsListener{tls.NewListener(*ln, tc)}
+		return nil
+	}
+	for i, u := range cfg.clientURLs {
+		if u.Scheme != "https" {
+			if cfg.tls.CertFile != "" || cfg.tls.KeyFile != "" {
+				log.Warn("scheme is http while key and cert files are present; ignoring key and cert files", "client-url", u.String())
+			}
+			if cfg.tls.ClientCertAuth {
+				log.Warn("scheme is http while --client-cert-auth is enabled; ignoring client cert auth for this URL", "client-url", u.String())
+			}
+			continue
+		}
+		if err := wrap(u, &p.client[i]); err != nil {
+			return err
+		}
+	}
+	for i, u := range cfg.metricsURLs {
+		if u.Scheme == "https" {
+			if err := wrap(u, &p.metrics[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// serveMetrics serves h (/metrics and the health endpoints) on the metrics
+// listeners, HTTP/1.1 and, over TLS, HTTP/2; it returns the function that
+// stops it.
+func serveMetrics(p *ports, h http.Handler, log *slog.Logger) (stop func()) {
+	if len(p.metrics) == 0 {
+		return func() {}
+	}
+	ms := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.With("component", "metrics").Handler(), slog.LevelDebug),
+	}
+	for _, ln := range p.metrics {
+		if tl, ok := ln.(tlsListener); ok {
+			// net/http serves HTTP/2 to TLS connections that negotiated it
+			// when its TLSConfig offers h2, as the listener's does.
+			ms.TLSConfig = &tls.Config{NextProtos: []string{"h2", "http/1.1"}}
+			ln = tl.Listener
+		}
+		go func() { _ = ms.Serve(ln) }()
+	}
+	return func() { ms.Close() }
+}
