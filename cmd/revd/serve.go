@@ -99,6 +99,8 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		gwConn.Close()
 		return err
 	}
+	// etcd's Lock and Election services, clients of the API as in etcd.
+	closeLockElection := grpcapi.RegisterLockElection(gs, gwConn)
 	hs := &http.Server{
 		Handler: httpapi.Handler(srv, httpapi.Options{
 			ServerVersion: server.APIVersion, ClusterVersion: server.ClusterVersion, StorageVersion: server.StorageVersion,
@@ -129,6 +131,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	stopHTTP := sync.OnceFunc(func() {
 		stopMetrics()
 		hs.Close()
+		closeLockElection() // its calls waiting for a lock end
 		gwConn.Close()
 	})
 	defer gs.Stop()
@@ -185,6 +188,7 @@ func compactFunc(srv *server.Server) func(context.Context, int64) (bool, error) 
 
 // grpcServer is what serve needs of either gRPC server.
 type grpcServer interface {
+	grpc.ServiceRegistrar
 	Serve(net.Listener) error
 	GracefulStop()
 	Stop()

@@ -7,6 +7,8 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.etcd.io/etcd/api/v3/etcdserverpb/gw"
+	electiongw "go.etcd.io/etcd/server/v3/etcdserver/api/v3election/v3electionpb/gw"
+	lockgw "go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb/gw"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -19,9 +21,9 @@ import (
 // process: no port, no TLS, no client certificate). So a request has the
 // answer it has over gRPC, in etcd's JSON (proto field names, 64-bit
 // integers as strings, bytes as base64). Handler routes /v3/ to it (and,
-// like etcd, /v3beta/ as /v3/). etcd's lock and election gateways are not
-// served (revd has no such services); nor are websocket upgrades of
-// streams.
+// like etcd, /v3beta/ as /v3/), with etcd's lock and election gateways
+// (/v3/lock/..., /v3/election/...). Websocket upgrades of streams are not
+// served.
 func Gateway(ctx context.Context, conn *grpc.ClientConn) (http.Handler, error) {
 	mux := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard,
 		&runtime.HTTPBodyMarshaler{Marshaler: &runtime.JSONPb{
@@ -31,6 +33,7 @@ func Gateway(ctx context.Context, conn *grpc.ClientConn) (http.Handler, error) {
 	for _, register := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
 		gw.RegisterKVHandler, gw.RegisterWatchHandler, gw.RegisterLeaseHandler,
 		gw.RegisterClusterHandler, gw.RegisterMaintenanceHandler, gw.RegisterAuthHandler,
+		lockgw.RegisterLockHandler, electiongw.RegisterElectionHandler,
 	} {
 		if err := register(ctx, mux, conn); err != nil {
 			return nil, fmt.Errorf("httpapi: gateway: %w", err)

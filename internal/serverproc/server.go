@@ -349,8 +349,11 @@ func (s *Server) waitReady(ctx context.Context) error {
 		_, last = kv.Range(ctx, &pb.RangeRequest{Key: []byte("health")}, grpc.WaitForReady(true))
 		if last == nil && s.Kind == KindEtcd {
 			var st *pb.StatusResponse
-			if st, last = mt.Status(ctx, &pb.StatusRequest{}); last == nil && st.StorageVersion == "" {
-				last = errors.New("storage version not set yet")
+			// A new etcd reports no storage version, then an older one
+			// ("3.5.0"), until it has migrated its storage to its own
+			// version's major.minor.
+			if st, last = mt.Status(ctx, &pb.StatusRequest{}); last == nil && !sameMinor(st.StorageVersion, st.Version) {
+				last = fmt.Errorf("storage version %q not yet at version %s", st.StorageVersion, st.Version)
 			}
 		}
 		if last == nil {
@@ -448,3 +451,10 @@ func (s *Server) Kill() {
 
 // Tail returns at most the last n bytes the process wrote (n at most 64 KiB).
 func (s *Server) Tail(n int) string { return s.tail.Tail(n) }
+
+// sameMinor reports whether versions a and b ("3.7.0", "3.7.3") share
+// their major and minor numbers.
+func sameMinor(a, b string) bool {
+	pa, pb := strings.SplitN(a, ".", 3), strings.SplitN(b, ".", 3)
+	return len(pa) == 3 && len(pb) == 3 && pa[0] == pb[0] && pa[1] == pb[1]
+}

@@ -226,3 +226,14 @@ func TestModulePath(t *testing.T) {
 		t.Errorf("no module line: got %q", got)
 	}
 }
+
+func TestSameMinor(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{{"3.7.0", "3.7.3", true}, {"3.5.0", "3.7.3", false}, {"", "3.7.3", false}, {"3.7", "3.7.3", false}} {
+		if got := sameMinor(c.a, c.b); got != c.want {
+			t.Errorf("sameMinor(%q, %q) = %v", c.a, c.b, got)
+		}
+	}
+}
