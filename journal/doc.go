@@ -36,6 +36,7 @@
 //	--------------------------  -----------------------------------------
 //	"b/" + user key             base snapshot entry (see below)
 //	"l/" + id (8 bytes BE)      lease entry (see below)
+//	"m/alarms"                  raised alarms (alarms.go), absent if none ever
 //	"m/base_rev"                int64, 8 bytes big-endian
 //	"m/cluster_id"              uint64, 8 bytes big-endian, never 0
 //	"m/compact_rev"             int64, 8 bytes big-endian

@@ -155,6 +155,22 @@ func (j *Journal) Size() int64 {
 	return int64(usage)
 }
 
+// DataSize returns the bytes the store's data takes: its live tables, and
+// the memory of its memtables for what is not flushed yet (at most a few
+// MiB: an upper bound on the data the write-ahead logs hold beyond the
+// tables), without files awaiting deletion or reuse and the WAL files'
+// preallocated room; 0 once the Journal is closed. It is what the space
+// quota counts (etcd counts its database file): deleting keys, compacting
+// and defragmenting bring it down.
+func (j *Journal) DataSize() int64 {
+	if j.life.enter() != nil {
+		return 0
+	}
+	defer j.life.exit()
+	m := j.db.Metrics()
+	return int64(m.Table.Local.LiveSize + m.BlobFiles.Local.LiveSize + m.MemTable.Size)
+}
+
 // Close closes the journal and releases the directory lock. Calls that
 // begin after Close has started return ErrClosed; Close waits for calls in
 // progress to return. Running Records and Base iterations stop at their

@@ -14,8 +14,8 @@ import (
 
 // Defragment answers Maintenance.Defragment ("etcdctl defrag"): it compacts
 // the whole journal so that the space of deleted entries returns to the
-// file system now (journal.Journal.Defragment; a physical compaction has
-// given back its records' space already), and answers once that is done,
+// file system now (journal.Journal.Defragment), once the physical side of
+// the last compaction is done, and answers once that is done,
 // with no header, as etcd does. Unlike etcd's, it holds up no request
 // meanwhile.
 //
@@ -23,7 +23,16 @@ import (
 // rpctypes.ErrGRPCStopped once the server is stopping, Internal for a
 // failed rewrite.
 func (s *Server) Defragment(ctx context.Context, _ *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
-	if err := s.j.Defragment(ctx); err != nil {
+	// The last compaction's records first, so that their space is given
+	// back too (etcdctl compact does not wait for it).
+	if rev := s.compactRev.Load(); rev > 0 {
+		if err := s.comp.wait(ctx, rev); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	err := s.j.Defragment(ctx)
+	s.alarms.lastSize.Store(0) // the quota measures again
+	if err != nil {
 		if ctx.Err() != nil && !errors.Is(err, journal.ErrClosed) {
 			return nil, toStatus(ctx.Err())
 		}

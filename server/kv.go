@@ -42,7 +42,7 @@ func (s *Server) rangeShards(ctx context.Context, r *pb.RangeRequest) (resp *pb.
 
 // Put writes one key through the sequencer.
 func (s *Server) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
-	if err := s.checkWrite(r); err != nil {
+	if err := s.admit(r, func() error { return s.checkWrite(r) }); err != nil {
 		return nil, err
 	}
 	resp, err := s.propose(ctx, r)
@@ -54,7 +54,7 @@ func (s *Server) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, er
 
 // DeleteRange deletes keys through the sequencer.
 func (s *Server) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
-	if err := s.checkWrite(r); err != nil {
+	if err := s.admit(r, func() error { return s.checkWrite(r) }); err != nil {
 		return nil, err
 	}
 	resp, err := s.propose(ctx, r)
@@ -67,6 +67,9 @@ func (s *Server) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb
 // Txn runs a transaction: a read-only one on the read path, any other
 // through the sequencer.
 func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	if err := s.checkQuota(r); err != nil {
+		return nil, err
+	}
 	if err := etcdkv.CheckTxn(r, etcdkv.MaxTxnOps); err != nil {
 		return nil, err
 	}
@@ -83,6 +86,9 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 		return resp, nil
 	}
 	if err := s.checkSize(txnField, r); err != nil {
+		return nil, err
+	}
+	if err := s.checkAlarms(r); err != nil {
 		return nil, err
 	}
 	resp, err := s.propose(ctx, r)
@@ -103,7 +109,7 @@ func (s *Server) StartWrite(req proto.Message, done func(proto.Message, error)) 
 	if !s.IsWrite(req) {
 		return false // a read-only Txn: Txn checks it and reads
 	}
-	err := s.checkWrite(req)
+	err := s.admit(req, func() error { return s.checkWrite(req) })
 	if err == nil {
 		err = s.failedErr()
 	}
@@ -154,6 +160,9 @@ func (s *Server) checkWrite(req proto.Message) error {
 // waits until the journal space below it has been reclaimed.
 func (s *Server) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
 	if err := s.checkSize(compactionField, r); err != nil {
+		return nil, err
+	}
+	if err := s.checkAlarms(r); err != nil {
 		return nil, err
 	}
 	resp, err := s.propose(ctx, r)

@@ -84,6 +84,9 @@ const maxIDRetries = 8
 // LeaseGrant grants a lease: with ID 0 the server picks one, as etcd does
 // (member bits, a millisecond timestamp, a counter; always positive).
 func (s *Server) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
+	if err := s.admit(r, nil); err != nil {
+		return nil, err
+	}
 	req := &pb.LeaseGrantRequest{ID: r.ID, TTL: r.TTL}
 	chosen := req.ID == 0
 	for attempt := 0; ; attempt++ {
@@ -105,6 +108,9 @@ func (s *Server) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.L
 
 // LeaseRevoke revokes a lease, deleting its keys at one revision.
 func (s *Server) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
+	if err := s.checkAlarms(r); err != nil {
+		return nil, err
+	}
 	resp, err := s.propose(ctx, &pb.LeaseRevokeRequest{ID: r.ID})
 	if err != nil {
 		return nil, err

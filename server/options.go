@@ -48,6 +48,12 @@ type Options struct {
 	// together. Default 1000000.
 	WatchServerEvents int64
 
+	// QuotaBackendBytes is the space quota (etcd's --quota-backend-bytes):
+	// a write that would take the journal to it raises the NOSPACE alarm
+	// (see alarms.go). Default DefaultQuotaBytes; negative turns the quota
+	// off.
+	QuotaBackendBytes int64
+
 	// CommitDuration, if set, is told how long each group commit took to
 	// write and sync its batch (etcd's etcd_disk_wal_fsync_duration_seconds).
 	// It runs on the writer goroutine before the batch's commands are
@@ -68,6 +74,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.QuotaBackendBytes == 0 {
+		o.QuotaBackendBytes = DefaultQuotaBytes
 	}
 	if o.Feed == nil {
 		o.Feed = &watch.LocalFeed{}

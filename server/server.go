@@ -43,6 +43,7 @@ type Server struct {
 	watchBudget *watch.Budget
 	watchStats  *watch.Stats
 	stats       counters
+	alarms      alarms
 
 	// committed is the newest durable revision; compactRev the newest
 	// durable compaction (-1: none). Both move on the writer goroutine
@@ -89,6 +90,10 @@ func New(opts Options) (*Server, error) {
 		s.log.Error("keys name leases that do not exist; they stay without a lease", "keys", orphans)
 	}
 	s.stats.countRestored(seqStore)
+	if err := s.loadAlarms(); err != nil {
+		j.Close()
+		return nil, err
+	}
 	leaseCopy := leases.Clone() // the lease actor's; the core owns leases
 	s.committed.Store(seqStore.Rev())
 	s.compactRev.Store(compactRev)
@@ -130,7 +135,7 @@ func (s *Server) onCommit(b *sequencer.Batch) {
 	if n > 0 {
 		s.committed.Store(b.Records[n-1].Revision)
 	}
-	s.stats.countCommitted(b)
+	s.countCommittedBytes(s.stats.countCommitted(b))
 	if b.Compact {
 		s.compactRev.Store(b.CompactRev)
 	}

@@ -62,9 +62,12 @@ func (c *counters) countRestored(st *mvcc.Store) {
 
 // countCommitted moves the counts by a durable batch (on the writer
 // goroutine): a put of a key's first version adds a key, a delete removes
-// one; a grant or revoke counts a lease.
-func (c *counters) countCommitted(b *sequencer.Batch) {
-	c.keys.Add(liveKeyDelta(b.Records))
+// one; a grant or revoke counts a lease. It returns an estimate of the
+// bytes the batch added to the journal.
+func (c *counters) countCommitted(b *sequencer.Batch) int64 {
+	delta, bytes := liveKeyDelta(b.Records)
+	c.keys.Add(delta)
+	bytes += int64(len(b.Leases)) * leaseBytes
 	for _, l := range b.Leases {
 		if l.Revoked {
 			c.revoked.Add(1)
@@ -72,13 +75,22 @@ func (c *counters) countCommitted(b *sequencer.Batch) {
 			c.granted.Add(1)
 		}
 	}
+	return bytes
 }
 
-// liveKeyDelta is how many keys records create less how many they delete.
-func liveKeyDelta(records []journal.Record) int64 {
-	var d int64
+// Estimates of the journal bytes of an event beyond its key and value, and
+// of a lease.
+const (
+	eventBytes = 48
+	leaseBytes = 32
+)
+
+// liveKeyDelta is how many keys records create less how many they delete,
+// and an estimate of their size in the journal.
+func liveKeyDelta(records []journal.Record) (d, bytes int64) {
 	for _, r := range records {
 		for _, ev := range r.Events {
+			bytes += eventBytes + int64(len(ev.Kv.Key)+len(ev.Kv.Value))
 			switch {
 			case ev.Type == mvccpb.DELETE:
 				d--
@@ -87,5 +99,5 @@ func liveKeyDelta(records []journal.Record) int64 {
 			}
 		}
 	}
-	return d
+	return d, bytes
 }

@@ -17,10 +17,6 @@ const StorageVersion = "3.7.0"
 // (its /version's "etcdcluster").
 const ClusterVersion = "3.7.0"
 
-// DBSizeQuota is reported as etcd's default backend quota (2 GiB); revd
-// enforces no quota.
-const DBSizeQuota = 2 << 30
-
 // Status answers Maintenance.Status. revd is a single member that is always
 // its own leader; the raft indexes report the committed revision, which
 // grows as etcd's do.
@@ -37,15 +33,20 @@ func (s *Server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRes
 		RaftAppliedIndex: rev,
 		RaftTerm:         s.meta.Term,
 		StorageVersion:   StorageVersion,
-		DbSizeQuota:      DBSizeQuota,
+		DbSizeQuota:      s.opts.QuotaBackendBytes,
 		DowngradeInfo:    &pb.DowngradeInfo{},
+		Errors:           alarmErrors(s.Alarms()),
 	}, nil
 }
 
-// Alarm answers Maintenance.Alarm: revd raises no alarms, so the list is
-// always empty.
-func (s *Server) Alarm(ctx context.Context, _ *pb.AlarmRequest) (*pb.AlarmResponse, error) {
-	return &pb.AlarmResponse{Header: s.Header()}, nil
+// alarmErrors are the alarms as Status lists them, in etcd's words
+// ("memberID:… alarm:NOSPACE ").
+func alarmErrors(alarms []*pb.AlarmMember) []string {
+	var out []string
+	for _, a := range alarms {
+		out = append(out, a.String())
+	}
+	return out
 }
 
 // MemberID is this member's id; ClusterID the cluster's.

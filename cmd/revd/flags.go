@@ -34,6 +34,7 @@ type config struct {
 	natsURL         string
 	name            string
 	maxRequestBytes int
+	quotaBytes      int64
 	logLevel        slog.Level
 	natsSubjectRoot string
 	pprofAddr       string
@@ -57,6 +58,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.natsURL, "nats-url", "", "connect to this NATS server instead of embedding one")
 	fs.StringVar(&cfg.name, "name", "default", "member name")
 	fs.IntVar(&cfg.maxRequestBytes, "max-request-bytes", server.DefaultMaxRequestBytes, "largest write request accepted, in bytes")
+	fs.Int64Var(&cfg.quotaBytes, "quota-backend-bytes", 0, "space quota of the journal: past it, writes that add data are refused and the NOSPACE alarm is raised (0: 2 GiB, etcd's default; negative: no quota)")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.natsSubjectRoot, "nats-subject-prefix", "revd", "first token of every NATS subject revd serves")
 	fs.DurationVar(&cfg.watchProgressInterval, "watch-progress-notify-interval", 10*time.Minute, "how often idle watchers that asked for progress_notify are told the current revision")

@@ -49,9 +49,17 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		feed.SkipWithoutInterest(natsapi.EmbeddedInterest(ns))
 	}
 
+	quota := cfg.quotaBytes
+	if quota == 0 {
+		quota = server.DefaultQuotaBytes
+	}
+	if quota > 8<<30 {
+		log.Warn("quota exceeds the maximum value etcd suggests (8 GiB)", "quota-size-bytes", quota)
+	}
 	mets := metrics.New(metrics.Options{ServerVersion: server.APIVersion, ClusterVersion: server.ClusterVersion,
-		QuotaBackendBytes: server.DBSizeQuota})
+		QuotaBackendBytes: quota})
 	srv, err := server.New(server.Options{
+		QuotaBackendBytes:     quota,
 		CommitDuration:        mets.ObserveCommit,
 		DataDir:               cfg.dataDir,
 		Name:                  cfg.name,

@@ -17,6 +17,8 @@ import (
 // Reader is what the health checks read through: revd's *server.Server.
 type Reader interface {
 	Range(context.Context, *pb.RangeRequest) (*pb.RangeResponse, error)
+	// Alarms lists the raised alarms (server.Server.Alarms).
+	Alarms() []*pb.AlarmMember
 }
 
 // Options configure Handler.
@@ -93,7 +95,7 @@ func healthMux(r Reader, opts Options) *http.ServeMux {
 	mux.HandleFunc("/health", h.serveHealth)
 	h.install(mux, "/livez", []check{{"serializable_read", h.read(true)}})
 	h.install(mux, "/readyz", []check{
-		{"data_corruption", ok}, // revd raises no alarms
+		{"data_corruption", h.noAlarm(pb.AlarmType_CORRUPT)},
 		{"serializable_read", h.read(true)},
 		{"linearizable_read", h.read(false)},
 		{"non_learner", ok}, // revd is never a learner
@@ -132,8 +134,8 @@ func (h *health) read(serializable bool) func(context.Context) error {
 }
 
 // serveHealth is etcd's /health: {"health":"true","reason":""}, or 503 with
-// the reason (?serializable=true reads serializably; ?exclude= names alarms
-// to ignore, and revd has none).
+// the reason: a raised alarm ("ALARM NOSPACE"; ?exclude= names alarm types
+// to ignore), or the read's error (?serializable=true reads serializably).
 func (h *health) serveHealth(w http.ResponseWriter, req *http.Request) {
 	if !allowGet(w, req) {
 		return
@@ -143,8 +145,17 @@ func (h *health) serveHealth(w http.ResponseWriter, req *http.Request) {
 		Reason string `json:"reason"`
 	}
 	res := result{Health: "true"}
-	if err := h.read(req.URL.Query().Get("serializable") == "true")(req.Context()); err != nil {
-		res = result{Health: "false", Reason: fmt.Sprintf("RANGE ERROR:%s", err)}
+	excluded := req.URL.Query()["exclude"]
+	for _, a := range h.r.Alarms() {
+		if !slices.Contains(excluded, a.Alarm.String()) {
+			res = result{Health: "false", Reason: "ALARM " + a.Alarm.String()}
+			break
+		}
+	}
+	if res.Health == "true" {
+		if err := h.read(req.URL.Query().Get("serializable") == "true")(req.Context()); err != nil {
+			res = result{Health: "false", Reason: fmt.Sprintf("RANGE ERROR:%s", err)}
+		}
 	}
 	b, _ := json.Marshal(res)
 	if res.Health != "true" {
@@ -153,6 +164,18 @@ func (h *health) serveHealth(w http.ResponseWriter, req *http.Request) {
 	}
 	w.WriteHeader(http.StatusOK)
 	w.Write(b)
+}
+
+// noAlarm is etcd's check that no alarm of type t is raised.
+func (h *health) noAlarm(t pb.AlarmType) func(context.Context) error {
+	return func(context.Context) error {
+		for _, a := range h.r.Alarms() {
+			if a.Alarm == t {
+				return fmt.Errorf("alarm activated: %s", t)
+			}
+		}
+		return nil
+	}
 }
 
 // install registers root (every check but those ?exclude= names) and

@@ -21,6 +21,8 @@ func (f failingReader) Range(_ context.Context, r *pb.RangeRequest) (*pb.RangeRe
 	return &pb.RangeResponse{}, nil
 }
 
+func (failingReader) Alarms() []*pb.AlarmMember { return nil }
+
 // TestHealthFailures: a failing read makes the checks that depend on it
 // answer 503 with etcd's texts, and only those.
 func TestHealthFailures(t *testing.T) {

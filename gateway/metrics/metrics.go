@@ -10,7 +10,7 @@
 //     etcd_server_quota_backend_bytes;
 //   - the store: etcd_debugging_mvcc_current_revision, _compact_revision
 //     and _keys_total, etcd_mvcc_db_total_size_in_bytes and _in_use_in_bytes
-//     (the journal's size, as Status reports it), and
+//     (the journal's size on disk, as Status reports it), and
 //     etcd_server_proposals_committed_total and _applied_total (the
 //     committed revision, which Status reports as the raft index);
 //   - watches: etcd_debugging_mvcc_watcher_total, _slow_watcher_total and
