@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"revd/gateway/grpcapi"
+	"revd/gateway/grpcstats"
 	"revd/gateway/httpapi"
 	"revd/gateway/metrics"
 	"revd/gateway/natsapi"
@@ -56,8 +57,9 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	if quota > 8<<30 {
 		log.Warn("quota exceeds the maximum value etcd suggests (8 GiB)", "quota-size-bytes", quota)
 	}
+	rpcStats := grpcstats.New()
 	mets := metrics.New(metrics.Options{ServerVersion: server.APIVersion, ClusterVersion: server.ClusterVersion,
-		QuotaBackendBytes: quota})
+		QuotaBackendBytes: quota, GRPC: rpcStats})
 	srv, err := server.New(server.Options{
 		QuotaBackendBytes:     quota,
 		CommitDuration:        mets.ObserveCommit,
@@ -90,7 +92,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	}
 	defer svc.Stop()
 
-	gs := newGRPC(cfg, srv, log)
+	gs := newGRPC(cfg, srv, rpcStats, log)
 	// etcd's JSON gateway calls the gRPC API as a client would, over an
 	// in-process connection: no port, no TLS, no client certificate.
 	gwLn := bufconn.Listen(1 << 20)
@@ -108,7 +110,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return err
 	}
 	// etcd's Lock and Election services, clients of the API as in etcd.
-	closeLockElection := grpcapi.RegisterLockElection(gs, gwConn)
+	closeLockElection := grpcapi.RegisterLockElection(grpcstats.Registrar(gs, rpcStats), gwConn)
 	hs := &http.Server{
 		Handler: httpapi.Handler(srv, httpapi.Options{
 			ServerVersion: server.APIVersion, ClusterVersion: server.ClusterVersion, StorageVersion: server.StorageVersion,
@@ -203,8 +205,8 @@ type grpcServer interface {
 }
 
 // newGRPC returns the gRPC front door --grpc-server names.
-func newGRPC(cfg *config, srv *server.Server, log *slog.Logger) grpcServer {
-	opts := grpcapi.Options{MaxRequestBytes: cfg.maxRequestBytes, Logger: log.With("component", "grpc")}
+func newGRPC(cfg *config, srv *server.Server, stats *grpcstats.Stats, log *slog.Logger) grpcServer {
+	opts := grpcapi.Options{MaxRequestBytes: cfg.maxRequestBytes, Logger: log.With("component", "grpc"), Stats: stats}
 	if cfg.grpcServer == grpcServerGo {
 		return grpcapi.New(srv, opts)
 	}

@@ -7,12 +7,13 @@
 // Served: KV (Range, Put, DeleteRange, Txn, Compact, RangeStream), Watch
 // (watch.go), Lease (lease.go: grant, revoke, keep-alive, time-to-live,
 // leases), Cluster (a cluster of one member that cannot change; see
-// server/cluster.go), and Maintenance's Status, Alarm (always an empty
-// alarm list), Defragment, MoveLeader and Snapshot (a revd snapshot file,
-// see package journal), and Auth as an etcd with authentication off and no
-// users (server/auth.go), and Downgrade as an etcd with no downgrade job
-// that cannot start one. Maintenance's Hash and HashKV answer
-// codes.Unimplemented until revd has them.
+// server/cluster.go), and Maintenance's Status, Alarm (server/alarms.go),
+// Defragment, MoveLeader and Snapshot (a revd snapshot file, see package
+// journal), and Auth as an etcd with authentication off and no users
+// (server/auth.go), and Downgrade as an etcd with no downgrade job that
+// cannot start one; gRPC's health service (grpc.health.v1.Health, SERVING),
+// as etcd registers it; Lock and Election (lockelection.go). Maintenance's
+// Hash and HashKV answer codes.Unimplemented until revd has them.
 package grpcapi
 
 import (
@@ -23,9 +24,12 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/proto"
 
+	"revd/gateway/grpcstats"
 	"revd/gateway/grpcwire"
 	"revd/server"
 )
@@ -48,6 +52,8 @@ type Options struct {
 	// Logger gets NewWire's connection errors at debug level. Default:
 	// discard.
 	Logger *slog.Logger
+	// Stats, if set, counts every call (gateway/grpcstats).
+	Stats *grpcstats.Stats
 }
 
 // New returns a gRPC server serving srv.
@@ -67,8 +73,10 @@ func New(srv *server.Server, opts Options) *grpc.Server {
 		// own, as without the option.
 		grpc.NumStreamWorkers(streamWorkers),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: false}),
+		grpc.ChainUnaryInterceptor(opts.Stats.UnaryInterceptor()),
+		grpc.ChainStreamInterceptor(opts.Stats.StreamInterceptor()),
 	)
-	register(gs, srv)
+	register(grpcstats.Registrar(gs, opts.Stats), srv)
 	return gs
 }
 
@@ -79,7 +87,7 @@ func NewWire(srv *server.Server, opts Options) *grpcwire.Server {
 	if opts.MaxRequestBytes <= 0 {
 		opts.MaxRequestBytes = server.DefaultMaxRequestBytes
 	}
-	ws := grpcwire.NewServer(grpcwire.Options{MaxRecvMsgSize: opts.MaxRequestBytes + grpcOverheadBytes, Logger: opts.Logger})
+	ws := grpcwire.NewServer(grpcwire.Options{MaxRecvMsgSize: opts.MaxRequestBytes + grpcOverheadBytes, Logger: opts.Logger, Stats: opts.Stats})
 	register(ws, srv)
 	start := func(_ context.Context, req proto.Message, done func(proto.Message, error)) bool {
 		return srv.StartWrite(req, done)
@@ -98,6 +106,9 @@ func register(r grpc.ServiceRegistrar, srv *server.Server) {
 	pb.RegisterLeaseServer(r, &leaseServer{srv: srv})
 	pb.RegisterClusterServer(r, srv)
 	pb.RegisterAuthServer(r, srv)
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(r, hs)
 }
 
 type maintenance struct {

@@ -317,6 +317,7 @@ func (c *conn) onHeaders(h *headerBlock) {
 		return
 	}
 	s.m = m
+	m.stats.Started()
 	if m.async == nil {
 		s.newContext()
 	}
@@ -413,6 +414,7 @@ func (c *conn) endOfStream(s *stream) {
 		return
 	}
 	s.rbuf = nil
+	s.m.stats.Received(1)
 	if m := s.m; m.async != nil {
 		// The call runs under the connection's context: a write, once
 		// started, completes whatever the client does meanwhile.
@@ -709,6 +711,7 @@ func (c *conn) finishLocked(s *stream, st *status.Status) {
 	if s.done || s.trailer != nil || c.closed {
 		return
 	}
+	c.handledLocked(s, st.Code())
 	if !s.headersSent {
 		s.headersSent = true
 		c.encodeResponseHeadersLocked()
@@ -760,6 +763,7 @@ func (c *conn) forgetLocked(s *stream) {
 	if s.done {
 		return
 	}
+	c.handledLocked(s, codes.Canceled) // reset or cut off before its end
 	s.done = true
 	delete(c.streams, s.id)
 	if s.stopAfter != nil {
@@ -824,4 +828,17 @@ func (c *conn) close() {
 	c.mu.Unlock()
 	c.cancel()
 	c.nc.Close()
+}
+
+// handledLocked counts s's call as handled with code (Options.Stats), once;
+// a unary call also as one message sent, whatever its outcome, as etcd's
+// interceptors count.
+func (c *conn) handledLocked(s *stream, code codes.Code) {
+	if s.m != nil && !s.counted {
+		s.counted = true
+		if s.m.stream == nil {
+			s.m.stats.Sent(1)
+		}
+		s.m.stats.Handled(code)
+	}
 }

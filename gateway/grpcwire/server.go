@@ -11,6 +11,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+
+	"revd/gateway/grpcstats"
 )
 
 // DefaultMaxRecvMsgSize is grpc-go's default limit on a request message.
@@ -30,6 +32,9 @@ type Options struct {
 	Workers int
 	// Logger gets connection errors at debug level. Default: discard.
 	Logger *slog.Logger
+	// Stats, if set, counts the calls of every method registered (as
+	// go-grpc-prometheus counts grpc-go's for etcd).
+	Stats *grpcstats.Stats
 }
 
 // AsyncFunc starts a unary call without a goroutine of its own. It runs on
@@ -43,6 +48,7 @@ type method struct {
 	impl   any
 	unary  grpc.MethodHandler
 	stream *grpc.StreamDesc
+	stats  *grpcstats.Method // nil without Options.Stats
 	// async, when set, starts the call instead of unary; newReq allocates
 	// its request message.
 	async  AsyncFunc
@@ -93,13 +99,16 @@ func NewServer(opts Options) *Server {
 
 // RegisterService implements grpc.ServiceRegistrar.
 func (s *Server) RegisterService(sd *grpc.ServiceDesc, impl any) {
+	s.opts.Stats.Register(sd)
 	for i := range sd.Methods {
 		md := &sd.Methods[i]
-		s.methods["/"+sd.ServiceName+"/"+md.MethodName] = &method{impl: impl, unary: md.Handler}
+		path := "/" + sd.ServiceName + "/" + md.MethodName
+		s.methods[path] = &method{impl: impl, unary: md.Handler, stats: s.opts.Stats.Method(path)}
 	}
 	for i := range sd.Streams {
 		st := &sd.Streams[i]
-		s.methods["/"+sd.ServiceName+"/"+st.StreamName] = &method{impl: impl, stream: st}
+		path := "/" + sd.ServiceName + "/" + st.StreamName
+		s.methods[path] = &method{impl: impl, stream: st, stats: s.opts.Stats.Method(path)}
 	}
 }
 

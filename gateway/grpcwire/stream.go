@@ -38,6 +38,7 @@ type stream struct {
 	sendWaiting bool           // a SendMsg waits for pend to drain
 	done        bool           // finished or reset; forgotten by the connection
 	aborted     bool           // reset or cut off: pending data was dropped
+	counted     bool           // counted as handled (Options.Stats)
 	stopAfter   func() bool    // undoes the deadline's wake-up (streams only)
 
 	inbox       [][]byte  // received messages of a streaming call
@@ -163,6 +164,7 @@ func (ss *serverStream) Context() context.Context { return ss.s.ctx }
 
 // SendMsg sends m and returns once it has left, or the stream ended.
 func (ss *serverStream) SendMsg(m any) error {
+	defer ss.s.m.stats.Sent(1) // once it returns, however, as etcd's interceptors count
 	data, err := encode(m.(proto.Message))
 	if err != nil {
 		return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
@@ -208,7 +210,9 @@ func (ss *serverStream) SendMsgs(ms []proto.Message) error {
 				return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
 			}
 		}
-		if err := ss.send(data); err != nil {
+		err := ss.send(data)
+		ss.s.m.stats.Sent(n)
+		if err != nil {
 			return err
 		}
 		ms = ms[n:]
@@ -241,6 +245,7 @@ func (ss *serverStream) send(data []byte) error {
 func (ss *serverStream) RecvMsg(m any) error {
 	s := ss.s
 	c := s.c
+	defer s.m.stats.Received(1) // once it returns, however, as etcd's interceptors count
 	c.mu.Lock()
 	for len(s.inbox) == 0 && !s.clientDone && !s.done && !c.closed {
 		s.recv.Wait()

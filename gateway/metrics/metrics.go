@@ -18,11 +18,12 @@
 //   - leases: etcd_debugging_lease_granted_total, _revoked_total and
 //     _renewed_total, and etcd_debugging_server_lease_expired_total;
 //   - the disk: etcd_disk_wal_fsync_duration_seconds, the time each group
-//     commit took to write and sync its batch (etcd's buckets).
+//     commit took to write and sync its batch (etcd's buckets);
+//   - the gRPC server, as go-grpc-prometheus counts etcd's: calls started
+//     and handled (by code), messages received and sent, per method.
 //
-// etcd's other metrics (gRPC request counters, raft and bbolt internals,
-// per-operation mvcc counters) are not served: revd would have to invent
-// their values.
+// etcd's other metrics (raft and bbolt internals, per-operation mvcc
+// counters) are not served: revd would have to invent their values.
 package metrics
 
 import (
@@ -37,6 +38,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"revd/gateway/grpcstats"
 	"revd/server"
 )
 
@@ -55,6 +57,10 @@ type Options struct {
 	ClusterVersion string
 	// QuotaBackendBytes is etcd_server_quota_backend_bytes.
 	QuotaBackendBytes int64
+	// GRPC, if set, is reported as go-grpc-prometheus reports etcd's gRPC
+	// server (grpc_server_started_total, _handled_total,
+	// _msg_received_total, _msg_sent_total).
+	GRPC *grpcstats.Stats
 }
 
 // Metrics is the registry behind /metrics.
@@ -83,6 +89,9 @@ func New(opts Options) *Metrics {
 		m.fsync,
 		(*collector)(m),
 	)
+	if opts.GRPC != nil {
+		m.reg.MustRegister(grpcCollector{opts.GRPC})
+	}
 	return m
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"revd/tests/testutil"
 )
@@ -139,8 +140,19 @@ func metricsWorkload(t *testing.T, s *testutil.Proc) {
 // command passes.
 func TestMetrics(t *testing.T) {
 	kind := testutil.TargetKind(t, TargetEnv)
+	if kind == testutil.KindEtcd {
+		testMetrics(t, kind, nil)
+		return
+	}
+	// Both gRPC servers count calls, each its own way (hooks, interceptors).
+	for _, impl := range []string{"wire", "grpc-go"} {
+		t.Run(impl, func(t *testing.T) { testMetrics(t, kind, []string{"--grpc-server=" + impl}) })
+	}
+}
+
+func testMetrics(t *testing.T, kind string, extraArgs []string) {
 	ref := testutil.StartEtcd(t, testutil.Options{})
-	tgt := testutil.Start(t, kind, testutil.Options{})
+	tgt := testutil.Start(t, kind, testutil.Options{ExtraArgs: extraArgs})
 	var wg sync.WaitGroup
 	for _, s := range []*testutil.Proc{ref, tgt} {
 		wg.Go(func() { metricsWorkload(t, s) })
@@ -168,6 +180,16 @@ func TestMetrics(t *testing.T) {
 		for _, name := range sameValues {
 			if got[name] == nil || want[name] == nil || sample(got[name]) != sample(want[name]) {
 				diffs = append(diffs, fmt.Sprintf("%s: %s %s, etcd %s", name, kind, familySample(got[name]), familySample(want[name])))
+			}
+		}
+		// The gRPC counters of the calls the workload made (the start-up
+		// checks of the two harnesses read and ask Status differently).
+		for _, name := range []string{"grpc_server_started_total", "grpc_server_handled_total", "grpc_server_msg_received_total", "grpc_server_msg_sent_total"} {
+			for _, method := range []string{"Put", "DeleteRange", "Compact", "LeaseGrant", "LeaseRevoke", "LeaseKeepAlive", "Watch"} {
+				w, g := methodSamples(want[name], method), methodSamples(got[name], method)
+				if w != g || (w == "" && name == "grpc_server_started_total") {
+					diffs = append(diffs, fmt.Sprintf("%s of %s: %s %s, etcd %s", name, method, kind, g, w))
+				}
 			}
 		}
 		if len(diffs) == 0 || time.Now().After(deadline) {
@@ -211,6 +233,13 @@ func TestMetrics(t *testing.T) {
 	}
 	if id := fmt.Sprintf("{server_id=%x} 1", st.Header.MemberId); familySample(got["etcd_server_id"]) != id {
 		t.Errorf("etcd_server_id %s, want %s", familySample(got["etcd_server_id"]), id)
+	}
+	// gRPC's health service, which etcd registers too.
+	for _, p := range []*testutil.Proc{ref, tgt} {
+		resp, err := healthpb.NewHealthClient(p.Dial(t).Conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
+		if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("%s: grpc.health.v1.Health/Check: %v, %v", p.Kind, resp, err)
+		}
 	}
 	for _, name := range []string{"process_resident_memory_bytes", "process_cpu_seconds_total", "go_goroutines"} {
 		if got[name] == nil {
@@ -266,4 +295,25 @@ func TestListenMetricsURLs(t *testing.T) {
 			t.Errorf("GET %s/metrics: %d %.200q", base, a.status, a.body)
 		}
 	}
+}
+
+// methodSamples renders the samples of f whose grpc_method is method, in
+// order; for handled calls, only the codes counted.
+func methodSamples(f *dto.MetricFamily, method string) string {
+	if f == nil {
+		return ""
+	}
+	var out []string
+	for _, m := range f.Metric {
+		labels := map[string]string{}
+		for _, l := range m.Label {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["grpc_method"] != method || (labels["grpc_code"] != "" && m.GetCounter().GetValue() == 0) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s/%s %s %s=%g", labels["grpc_service"], method, labels["grpc_type"], labels["grpc_code"], m.GetCounter().GetValue()))
+	}
+	slices.Sort(out)
+	return strings.Join(out, " ")
 }
