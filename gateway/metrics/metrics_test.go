@@ -55,6 +55,7 @@ func TestMetricsReadTheSource(t *testing.T) {
 		"etcd_server_quota_backend_bytes 2.147483648e+09",
 		`etcd_disk_wal_fsync_duration_seconds_bucket{le="0.004"} 1`,
 		`etcd_disk_wal_fsync_duration_seconds_bucket{le="0.002"} 0`,
+		`etcd_disk_backend_commit_duration_seconds_bucket{le="0.004"} 1`,
 	} {
 		if !strings.Contains(out, line+"\n") {
 			t.Errorf("missing %q", line)
