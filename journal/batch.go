@@ -156,6 +156,7 @@ func (j *Journal) Commit(b *Batch) error {
 	if err := b.pb.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("journal: commit: %w", err)
 	}
+	j.unflushed.Add(int64(len(b.pb.Repr())))
 	j.lastRev.Store(newLast)
 	if b.hasCompactRev {
 		j.compactRev.Store(b.compactRev)

@@ -116,5 +116,6 @@ func (j *Journal) foldChunk(base, upTo int64, chunk int) (int64, error) {
 	if err := b.Commit(pebble.Sync); err != nil {
 		return 0, fmt.Errorf("journal: fold: %w", err)
 	}
+	j.unflushed.Add(int64(len(b.Repr())))
 	return end, nil
 }

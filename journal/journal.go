@@ -76,6 +76,10 @@ type Journal struct {
 	lastRev    atomic.Int64
 	compactRev atomic.Int64
 	baseRev    atomic.Int64
+
+	// unflushed counts the bytes committed since Pebble last flushed its
+	// memtables (DataSize); a flush sets it back to 0.
+	unflushed *atomic.Int64
 }
 
 // Open opens the journal in dir, creating dir and a new store if dir is
@@ -110,13 +114,16 @@ func Open(dir string, opts Options) (*Journal, error) {
 		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
 	}
 	cache := pebble.NewCache(cacheBytes)
-	db, err := pebble.Open(dir, pebbleOptions(cache, lock, log.With("pebble", true)))
+	o := pebbleOptions(cache, lock, log.With("pebble", true))
+	unflushed := new(atomic.Int64)
+	o.EventListener = &pebble.EventListener{FlushEnd: func(pebble.FlushInfo) { unflushed.Store(0) }}
+	db, err := pebble.Open(dir, o)
 	cache.Unref() // the DB holds its own reference
 	if err != nil {
 		_ = lock.Close()
 		return nil, openErr(dir, err)
 	}
-	j := &Journal{dir: dir, log: log, db: db, lock: lock}
+	j := &Journal{dir: dir, log: log, db: db, lock: lock, unflushed: unflushed}
 	j.life.init()
 	if j.meta, err = startMeta(db); err != nil {
 		_ = db.Close()
@@ -156,20 +163,27 @@ func (j *Journal) Size() int64 {
 }
 
 // DataSize returns the bytes the store's data takes: its live tables, and
-// the memory of its memtables for what is not flushed yet (at most a few
-// MiB: an upper bound on the data the write-ahead logs hold beyond the
-// tables), without files awaiting deletion or reuse and the WAL files'
-// preallocated room; 0 once the Journal is closed. It is what the space
-// quota counts (etcd counts its database file): deleting keys, compacting
-// and defragmenting bring it down.
-func (j *Journal) DataSize() int64 {
+// the bytes committed since the last flush of the memtables (what the
+// write-ahead logs hold beyond the tables), without files awaiting deletion
+// or reuse and the WAL files' preallocated room; 0 once the Journal is
+// closed. It is what the space quota counts (etcd counts its database
+// file): deleting keys, compacting and defragmenting bring it down.
+func (j *Journal) DataSize() int64 { return j.TablesSize() + j.UnflushedSize() }
+
+// TablesSize is DataSize's first part: the live tables (and blob files),
+// from Pebble's metrics; 0 once the Journal is closed.
+func (j *Journal) TablesSize() int64 {
 	if j.life.enter() != nil {
 		return 0
 	}
 	defer j.life.exit()
 	m := j.db.Metrics()
-	return int64(m.Table.Local.LiveSize + m.BlobFiles.Local.LiveSize + m.MemTable.Size)
+	return int64(m.Table.Local.LiveSize + m.BlobFiles.Local.LiveSize)
 }
+
+// UnflushedSize is DataSize's second part, the bytes committed since the
+// last flush; an atomic read.
+func (j *Journal) UnflushedSize() int64 { return j.unflushed.Load() }
 
 // Close closes the journal and releases the directory lock. Calls that
 // begin after Close has started return ErrClosed; Close waits for calls in

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -115,7 +116,7 @@ func openReadOnly(dir string, opts Options) (*Journal, error) {
 		_ = lock.Close()
 		return nil, openErr(dir, err)
 	}
-	j := &Journal{dir: dir, log: log, db: db, lock: lock}
+	j := &Journal{dir: dir, log: log, db: db, lock: lock, unflushed: new(atomic.Int64)}
 	j.life.init()
 	return j, nil
 }

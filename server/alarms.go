@@ -40,8 +40,8 @@ const (
 	kvCost    = 256
 )
 
-// sizeRefresh is how stale the journal size the quota reads may get; the
-// bytes committed since are added to it.
+// sizeRefresh is how stale the size of the journal's tables the quota reads
+// may get (the bytes committed since the last flush are read as they are).
 const sizeRefresh = 100 * time.Millisecond
 
 type alarms struct {
@@ -50,11 +50,9 @@ type alarms struct {
 	// noSpace and corrupt mirror list for the write path.
 	noSpace, corrupt atomic.Bool
 
-	// The quota's view of the journal size: measured, plus an estimate
-	// of what was committed since.
+	// The quota's view of the journal's tables (journal.TablesSize).
 	sizeMu   sync.Mutex
-	measured atomic.Int64
-	added    atomic.Int64
+	tables   atomic.Int64
 	lastSize atomic.Int64 // UnixNano of the measurement
 }
 
@@ -215,9 +213,9 @@ func (s *Server) checkQuota(req proto.Message) error {
 	if cost == 0 || s.quotaSize()+cost < s.opts.QuotaBackendBytes {
 		return nil
 	}
-	if _, err := s.raise(s.meta.MemberID, pb.AlarmType_NOSPACE); err != nil {
-		return err
-	}
+	// As etcd, the request is refused whether or not the alarm could be
+	// stored (raise logs a failure).
+	_, _ = s.raise(s.meta.MemberID, pb.AlarmType_NOSPACE)
 	return rpctypes.ErrGRPCNoSpace
 }
 
@@ -247,18 +245,15 @@ func (s *Server) admit(req proto.Message, validate func() error) error {
 	return s.checkAlarms(req)
 }
 
-// quotaSize is the journal size the quota compares: measured at most
-// sizeRefresh ago, plus what was committed since.
+// quotaSize is the journal size the quota compares (journal.DataSize): its
+// tables as measured at most sizeRefresh ago, and what was committed since
+// the last flush.
 func (s *Server) quotaSize() int64 {
 	a := &s.alarms
 	if time.Now().UnixNano()-a.lastSize.Load() > int64(sizeRefresh) && a.sizeMu.TryLock() {
-		a.added.Store(0)
-		a.measured.Store(s.j.DataSize())
+		a.tables.Store(s.j.TablesSize())
 		a.lastSize.Store(time.Now().UnixNano())
 		a.sizeMu.Unlock()
 	}
-	return a.measured.Load() + a.added.Load()
+	return a.tables.Load() + s.j.UnflushedSize()
 }
-
-// countCommittedBytes adds a durable batch's data to the quota's estimate.
-func (s *Server) countCommittedBytes(n int64) { s.alarms.added.Add(n) }

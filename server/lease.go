@@ -37,6 +37,12 @@ func (s *Server) startLeases(idx *lease.Index) {
 		Index: idx,
 		Clock: s.opts.LeaseClock,
 		Expire: func(id int64, gen uint64) {
+			if s.alarms.corrupt.Load() {
+				// etcd's corrupt applier refuses the revoke; the lease
+				// actor tries again later.
+				log.Warn("lease expiry not recorded while the CORRUPT alarm is raised; it will be retried", "id", id)
+				return
+			}
 			root.Send(seq, &sequencer.Expiry{ID: id, Seq: gen, Reply: func(o sequencer.Outcome) {
 				switch {
 				case o.Err != nil:

@@ -135,7 +135,7 @@ func (s *Server) onCommit(b *sequencer.Batch) {
 	if n > 0 {
 		s.committed.Store(b.Records[n-1].Revision)
 	}
-	s.countCommittedBytes(s.stats.countCommitted(b))
+	s.stats.countCommitted(b)
 	if b.Compact {
 		s.compactRev.Store(b.CompactRev)
 	}

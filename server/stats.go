@@ -62,12 +62,9 @@ func (c *counters) countRestored(st *mvcc.Store) {
 
 // countCommitted moves the counts by a durable batch (on the writer
 // goroutine): a put of a key's first version adds a key, a delete removes
-// one; a grant or revoke counts a lease. It returns an estimate of the
-// bytes the batch added to the journal.
-func (c *counters) countCommitted(b *sequencer.Batch) int64 {
-	delta, bytes := liveKeyDelta(b.Records)
-	c.keys.Add(delta)
-	bytes += int64(len(b.Leases)) * leaseBytes
+// one; a grant or revoke counts a lease.
+func (c *counters) countCommitted(b *sequencer.Batch) {
+	c.keys.Add(liveKeyDelta(b.Records))
 	for _, l := range b.Leases {
 		if l.Revoked {
 			c.revoked.Add(1)
@@ -75,22 +72,12 @@ func (c *counters) countCommitted(b *sequencer.Batch) int64 {
 			c.granted.Add(1)
 		}
 	}
-	return bytes
 }
 
-// Estimates of the journal bytes of an event beyond its key and value, and
-// of a lease.
-const (
-	eventBytes = 48
-	leaseBytes = 32
-)
-
-// liveKeyDelta is how many keys records create less how many they delete,
-// and an estimate of their size in the journal.
-func liveKeyDelta(records []journal.Record) (d, bytes int64) {
+// liveKeyDelta is how many keys records create less how many they delete.
+func liveKeyDelta(records []journal.Record) (d int64) {
 	for _, r := range records {
 		for _, ev := range r.Events {
-			bytes += eventBytes + int64(len(ev.Kv.Key)+len(ev.Kv.Value))
 			switch {
 			case ev.Type == mvccpb.DELETE:
 				d--
@@ -99,5 +86,5 @@ func liveKeyDelta(records []journal.Record) (d, bytes int64) {
 			}
 		}
 	}
-	return d, bytes
+	return d
 }

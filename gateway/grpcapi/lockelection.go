@@ -2,9 +2,11 @@ package grpcapi
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3election"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3election/v3electionpb"
@@ -19,14 +21,79 @@ import (
 // clients of the KV, Lease and Watch API (clientv3's concurrency package).
 // etcd gives them a client calling its server in process; revd gives them
 // one over conn, a connection to its own gRPC server (cmd/revd's is in
-// process too). The returned function closes that client.
+// process too).
+//
+// The returned function closes that client, for the server's stop: calls
+// waiting for a lock or a leader, and Observe streams, then end with
+// etcd's "server stopped" (Unavailable, which tells clients to go
+// elsewhere), not with the client's own errors or an Observe that looks
+// finished.
 func RegisterLockElection(r grpc.ServiceRegistrar, conn grpc.ClientConnInterface) (closeClient func()) {
 	c := clientv3.NewCtxClient(context.Background(), clientv3.WithZapLogger(zap.NewNop()))
 	c.KV = clientv3.NewKVFromKVClient(pb.NewKVClient(conn), c)
 	// etcd's in-process client waits a second for a keep-alive answer.
 	c.Lease = clientv3.NewLeaseFromLeaseClient(pb.NewLeaseClient(conn), c, time.Second)
 	c.Watcher = clientv3.NewWatchFromWatchClient(pb.NewWatchClient(conn), c)
-	v3lockpb.RegisterLockServer(r, v3lock.NewLockServer(c))
-	v3electionpb.RegisterElectionServer(r, v3election.NewElectionServer(c))
-	return func() { c.Close() }
+	stopping := new(atomic.Bool)
+	v3lockpb.RegisterLockServer(r, &stoppableLock{LockServer: v3lock.NewLockServer(c), stopping: stopping})
+	v3electionpb.RegisterElectionServer(r, &stoppableElection{ElectionServer: v3election.NewElectionServer(c), stopping: stopping})
+	return func() {
+		stopping.Store(true)
+		c.Close()
+	}
+}
+
+// stopped is what a call that ends while the server stops returns.
+func stopped[T any](stopping *atomic.Bool, resp T, err error) (T, error) {
+	if stopping.Load() {
+		var zero T
+		return zero, rpctypes.ErrGRPCStopped
+	}
+	return resp, err
+}
+
+type stoppableLock struct {
+	v3lockpb.LockServer
+	stopping *atomic.Bool
+}
+
+func (l *stoppableLock) Lock(ctx context.Context, r *v3lockpb.LockRequest) (*v3lockpb.LockResponse, error) {
+	resp, err := l.LockServer.Lock(ctx, r)
+	return stopped(l.stopping, resp, err)
+}
+
+func (l *stoppableLock) Unlock(ctx context.Context, r *v3lockpb.UnlockRequest) (*v3lockpb.UnlockResponse, error) {
+	resp, err := l.LockServer.Unlock(ctx, r)
+	return stopped(l.stopping, resp, err)
+}
+
+type stoppableElection struct {
+	v3electionpb.ElectionServer
+	stopping *atomic.Bool
+}
+
+func (e *stoppableElection) Campaign(ctx context.Context, r *v3electionpb.CampaignRequest) (*v3electionpb.CampaignResponse, error) {
+	resp, err := e.ElectionServer.Campaign(ctx, r)
+	return stopped(e.stopping, resp, err)
+}
+
+func (e *stoppableElection) Proclaim(ctx context.Context, r *v3electionpb.ProclaimRequest) (*v3electionpb.ProclaimResponse, error) {
+	resp, err := e.ElectionServer.Proclaim(ctx, r)
+	return stopped(e.stopping, resp, err)
+}
+
+func (e *stoppableElection) Leader(ctx context.Context, r *v3electionpb.LeaderRequest) (*v3electionpb.LeaderResponse, error) {
+	resp, err := e.ElectionServer.Leader(ctx, r)
+	return stopped(e.stopping, resp, err)
+}
+
+func (e *stoppableElection) Observe(r *v3electionpb.LeaderRequest, s v3electionpb.Election_ObserveServer) error {
+	err := e.ElectionServer.Observe(r, s)
+	_, err = stopped(e.stopping, struct{}{}, err)
+	return err
+}
+
+func (e *stoppableElection) Resign(ctx context.Context, r *v3electionpb.ResignRequest) (*v3electionpb.ResignResponse, error) {
+	resp, err := e.ElectionServer.Resign(ctx, r)
+	return stopped(e.stopping, resp, err)
 }

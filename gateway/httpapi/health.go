@@ -148,7 +148,11 @@ func (h *health) serveHealth(w http.ResponseWriter, req *http.Request) {
 	excluded := req.URL.Query()["exclude"]
 	for _, a := range h.r.Alarms() {
 		if !slices.Contains(excluded, a.Alarm.String()) {
-			res = result{Health: "false", Reason: "ALARM " + a.Alarm.String()}
+			reason := "ALARM UNKNOWN"
+			if a.Alarm == pb.AlarmType_NOSPACE || a.Alarm == pb.AlarmType_CORRUPT {
+				reason = "ALARM " + a.Alarm.String()
+			}
+			res = result{Health: "false", Reason: reason}
 			break
 		}
 	}

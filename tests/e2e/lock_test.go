@@ -13,6 +13,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3election/v3electionpb"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"revd/tests/testutil"
@@ -167,5 +168,55 @@ func TestLockElection(t *testing.T) {
 	gotCode, gotOut := gatewayCall(t, tgt.ClientURL, "/v3/election/leader", `{"name":"bm9uZQ=="}`, 0)
 	if gotCode != wantCode || !reflect.DeepEqual(gotOut, wantOut) {
 		t.Errorf("POST /v3/election/leader: %s %d %v, etcd %d %v", kind, gotCode, gotOut, wantCode, wantOut)
+	}
+}
+
+// TestLockElectionAtStop: a Lock call waiting for a held lock and an open
+// Observe stream end with Unavailable when the server stops, as etcd's do
+// (a client then goes to another endpoint), not with a client-side error
+// or a stream that looks finished.
+func TestLockElectionAtStop(t *testing.T) {
+	kind := testutil.TargetKind(t, TargetEnv)
+	p := testutil.Start(t, kind, testutil.Options{})
+	c := p.Dial(t)
+	lock, elect := v3lockpb.NewLockClient(c.Conn), v3electionpb.NewElectionClient(c.Conn)
+	ctx := context.Background()
+	grant := func() int64 {
+		resp, err := c.Lease.LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: 60})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.ID
+	}
+	if _, err := lock.Lock(ctx, &v3lockpb.LockRequest{Name: []byte("l"), Lease: grant()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := elect.Campaign(ctx, &v3electionpb.CampaignRequest{Name: []byte("e"), Lease: grant(), Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	obs, err := elect.Observe(ctx, &v3electionpb.LeaderRequest{Name: []byte("e")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan error, 1)
+	lease2 := grant()
+	go func() {
+		_, err := lock.Lock(ctx, &v3lockpb.LockRequest{Name: []byte("l"), Lease: lease2})
+		waiting <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the second Lock is waiting
+	stopped := make(chan error, 1)
+	go func() { stopped <- p.Stop() }()
+	if err := <-waiting; status.Code(err) != codes.Unavailable {
+		t.Errorf("waiting Lock at stop: %v, want Unavailable", err)
+	}
+	if _, err := obs.Recv(); status.Code(err) != codes.Unavailable {
+		t.Errorf("Observe at stop: %v, want Unavailable", err)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("stop: %v", err)
 	}
 }
