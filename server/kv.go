@@ -70,7 +70,7 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 	if err := s.checkQuota(r); err != nil {
 		return nil, err
 	}
-	if err := etcdkv.CheckTxn(r, etcdkv.MaxTxnOps); err != nil {
+	if err := etcdkv.CheckTxn(r, s.opts.MaxTxnOps); err != nil {
 		return nil, err
 	}
 	if etcdkv.IsTxnReadOnly(r) {
@@ -146,7 +146,7 @@ func (s *Server) checkWrite(req proto.Message) error {
 	case *pb.DeleteRangeRequest:
 		err, field = etcdkv.CheckDeleteRange(r), deleteRangeField
 	case *pb.TxnRequest:
-		err, field = etcdkv.CheckTxn(r, etcdkv.MaxTxnOps), txnField
+		err, field = etcdkv.CheckTxn(r, s.opts.MaxTxnOps), txnField
 	default:
 		return fmt.Errorf("server: %T is not a write request", req)
 	}

@@ -6,6 +6,7 @@ import (
 
 	leaseactor "revd/actors/lease"
 	"revd/actors/watch"
+	"revd/projections/etcdkv"
 )
 
 // DefaultMaxRequestBytes is etcd's default request size limit (1.5 MiB).
@@ -48,6 +49,10 @@ type Options struct {
 	// together. Default 1000000.
 	WatchServerEvents int64
 
+	// MaxTxnOps is the most operations a Txn branch may hold (etcd's
+	// --max-txn-ops). Default etcdkv.MaxTxnOps (128).
+	MaxTxnOps int
+
 	// QuotaBackendBytes is the space quota (etcd's --quota-backend-bytes):
 	// a write that would take the journal to it raises the NOSPACE alarm
 	// (see alarms.go). Default DefaultQuotaBytes; negative turns the quota
@@ -74,6 +79,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxTxnOps <= 0 {
+		o.MaxTxnOps = etcdkv.MaxTxnOps
 	}
 	if o.QuotaBackendBytes == 0 {
 		o.QuotaBackendBytes = DefaultQuotaBytes

@@ -16,6 +16,7 @@ import (
 	"revd/gateway/clienttls"
 	"revd/internal/autocompact"
 	"revd/journal"
+	"revd/projections/etcdkv"
 	"revd/server"
 )
 
@@ -43,6 +44,9 @@ type config struct {
 	tls             clienttls.Options  // for the https:// client URLs
 
 	watchProgressInterval time.Duration
+	maxTxnOps             int
+	// warnings are logged once the logger exists: etcd flags ignored.
+	warnings []string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
@@ -75,6 +79,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&cfg.tls.AutoTLS, "auto-tls", false, "serve the https:// client URLs with a self-signed certificate kept in <data-dir>/fixtures/client (when --cert-file and --key-file are not given)")
 	fs.UintVar(&cfg.tls.SelfSignedCertValidity, "self-signed-cert-validity", 1, "validity of the --auto-tls certificate, in years")
 	fs.StringVar(&ciphers, "cipher-suites", "", "comma-separated TLS cipher suites (Go's names), in order of preference; empty leaves Go's choice")
+	fs.IntVar(&cfg.maxTxnOps, "max-txn-ops", etcdkv.MaxTxnOps, "most operations a Txn branch may hold (etcd's flag and default)")
+	etcd := registerEtcdFlags(fs)
 	fs.StringVar(&cfg.tls.MinVersion, "tls-min-version", "TLS1.2", "oldest TLS version accepted: TLS1.2 or TLS1.3")
 	fs.StringVar(&cfg.tls.MaxVersion, "tls-max-version", "", "newest TLS version accepted: TLS1.2 or TLS1.3; empty leaves Go's")
 	fs.Usage = func() {
@@ -130,8 +136,14 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if cfg.grpcServer != grpcServerWire && cfg.grpcServer != grpcServerGo {
 		return nil, fmt.Errorf("--grpc-server: %q is not one of %s, %s", cfg.grpcServer, grpcServerWire, grpcServerGo)
 	}
+	if cfg.maxTxnOps <= 0 {
+		return nil, fmt.Errorf("--max-txn-ops must be positive, got %d", cfg.maxTxnOps)
+	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if cfg.warnings, err = etcd.check(cfg.name, set); err != nil {
+		return nil, err
+	}
 	if cfg.natsURL != "" && set["nats-listen"] {
 		return nil, errors.New("--nats-url and --nats-listen exclude each other: with --nats-url revd embeds no NATS server")
 	}

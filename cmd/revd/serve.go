@@ -62,6 +62,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		QuotaBackendBytes: quota, GRPC: rpcStats})
 	srv, err := server.New(server.Options{
 		QuotaBackendBytes:     quota,
+		MaxTxnOps:             cfg.maxTxnOps,
 		CommitDuration:        mets.ObserveCommit,
 		DataDir:               cfg.dataDir,
 		Name:                  cfg.name,

@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc/status"
+
+	"revd/tests/testutil"
+)
+
+// TestEtcdCommandLine: revd starts from an etcd command line (peers, raft
+// and logging flags such as a Kubernetes static pod passes), warns about
+// each flag it ignores, and serves; an --initial-cluster naming another
+// member is refused.
+func TestEtcdCommandLine(t *testing.T) {
+	ports := testutil.FreePorts(t, 2)
+	peer := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	p := testutil.StartRevd(t, testutil.Options{ExtraArgs: []string{
+		"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
+		"--initial-cluster=default=" + peer, "--initial-cluster-state=new", "--initial-cluster-token=tok",
+		"--snapshot-count=10000", "--heartbeat-interval=100", "--election-timeout=1000",
+		"--peer-client-cert-auth=true", "--logger=zap", "--log-outputs=stderr",
+		"--feature-gates=InitialCorruptCheck=true", "--unsafe-no-fsync", "--backend-batch-interval=10ms",
+	}})
+	if _, err := p.Dial(t).KV.Put(context.Background(), &pb.PutRequest{Key: []byte("k"), Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`"--listen-peer-urls is ignored: revd is a single member with no peers"`,
+		`"--snapshot-count is ignored: revd has no raft log"`,
+		`"--unsafe-no-fsync is ignored: revd always syncs its journal before answering a write"`,
+		`"--backend-batch-interval is ignored: revd's journal is not bbolt"`,
+		`"--initial-cluster is ignored beyond its check: revd is a single member with no peers"`,
+	} {
+		if !strings.Contains(p.Tail(64<<10), want) {
+			t.Errorf("no warning %s in:\n%s", want, p.Tail(4<<10))
+		}
+	}
+	code, out := runRevd(t, "--initial-cluster=default=http://a:2380,other=http://b:2380")
+	if code != 2 || !strings.Contains(out, `--initial-cluster names default, other, but revd is a single member and can only be "default" (--name)`) {
+		t.Errorf("two-member --initial-cluster: exit %d, stderr %q", code, out)
+	}
+	code, out = runRevd(t, "--initial-cluster=other=http://b:2380")
+	if code != 2 || !strings.Contains(out, `couldn't find local name "default" in the initial cluster configuration`) {
+		t.Errorf("--initial-cluster without this member: exit %d, stderr %q", code, out)
+	}
+}
+
+// TestEtcdCommandLineRefusals: what etcd 3.7.3 refuses on its command line
+// (a flag it no longer has, a value of the wrong type) revd refuses too,
+// with the same exit status and the flag package's message.
+func TestEtcdCommandLineRefusals(t *testing.T) {
+	etcd, _ := testutil.EtcdBin(t)
+	for _, tc := range []struct{ arg, want string }{
+		{"--experimental-initial-corrupt-check=true", "flag provided but not defined: -experimental-initial-corrupt-check"},
+		{"--experimental-watch-progress-notify-interval=5s", "flag provided but not defined: -experimental-watch-progress-notify-interval"},
+		{"--discovery=https://discovery.etcd.io/x", "flag provided but not defined: -discovery"},
+		{"--snapshot-count=many", `invalid value "many" for flag -snapshot-count`},
+		{"--heartbeat-interval=-1", `invalid value "-1" for flag -heartbeat-interval`},
+		{"--backend-batch-interval=10", `invalid value "10" for flag -backend-batch-interval`},
+		{"--pre-vote=maybe", `invalid boolean value "maybe" for -pre-vote`},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		cmd := exec.CommandContext(ctx, etcd, "--data-dir="+t.TempDir(), tc.arg)
+		var etcdOut bytes.Buffer
+		cmd.Stderr, cmd.Stdout = &etcdOut, &etcdOut
+		etcdCode := exitCode(t, cmd)
+		cancel()
+		if etcdCode != 2 || !strings.Contains(etcdOut.String(), tc.want) {
+			t.Fatalf("etcd %s: exit %d, output %.300q; the test's expectation is wrong", tc.arg, etcdCode, etcdOut.String())
+		}
+		code, out := runRevd(t, "--data-dir="+t.TempDir(), tc.arg)
+		if code != etcdCode || !strings.Contains(out, tc.want) {
+			t.Errorf("revd %s: exit %d, stderr %.300q; etcd exits %d with %q", tc.arg, code, out, etcdCode, tc.want)
+		}
+	}
+}
+
+// TestMaxTxnOps: --max-txn-ops bounds a Txn branch as in etcd, with etcd's
+// error, for the target and etcd started with the same limit.
+func TestMaxTxnOps(t *testing.T) {
+	kind := testutil.TargetKind(t, TargetEnv)
+	opts := testutil.Options{ExtraArgs: []string{"--max-txn-ops=2"}}
+	ref, tgt := testutil.StartEtcd(t, opts), testutil.Start(t, kind, opts)
+	for n := 2; n <= 3; n++ {
+		var ops []*pb.RequestOp
+		for i := range n {
+			ops = append(ops, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(fmt.Sprint("k", i)), Value: []byte("v")}}})
+		}
+		answer := func(p *testutil.Proc) string {
+			_, err := p.Dial(t).KV.Txn(context.Background(), &pb.TxnRequest{Success: ops})
+			st := status.Convert(err)
+			return fmt.Sprintf("%s %q", st.Code(), st.Message())
+		}
+		if want, got := answer(ref), answer(tgt); got != want {
+			t.Errorf("txn of %d puts: %s %s, etcd %s", n, kind, got, want)
+		} else if n == 3 && !strings.Contains(got, "too many operations in txn request") {
+			t.Errorf("txn of 3 puts with --max-txn-ops=2: %s", got)
+		}
+	}
+}
