@@ -34,6 +34,9 @@
 //
 //	key                         value
 //	--------------------------  -----------------------------------------
+//	"a/enabled", "a/revision",  etcd's auth store: on or off, the auth
+//	"a/r/" + role name,         revision, roles and users (auth.go); not
+//	"a/u/" + user name          revisions, as in etcd
 //	"b/" + user key             base snapshot entry (see below)
 //	"l/" + id (8 bytes BE)      lease entry (see below)
 //	"m/alarms"                  raised alarms (alarms.go), absent if none ever

@@ -89,7 +89,14 @@ func (s *Server) Alarms() []*pb.AlarmMember {
 // alarms (of one type, or all for NONE); ACTIVATE raises one for the given
 // member (any id, as etcd) and answers it, new or not; DEACTIVATE clears
 // one and answers it if it was raised.
-func (s *Server) Alarm(_ context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
+func (s *Server) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
+	check := s.requireAdmin
+	if r.Action == pb.AlarmRequest_GET {
+		check = s.requireUser
+	}
+	if err := check(ctx); err != nil {
+		return nil, err
+	}
 	resp := &pb.AlarmResponse{Header: s.Header()}
 	switch r.Action {
 	case pb.AlarmRequest_GET:

@@ -1,127 +1,213 @@
 package server
 
 import (
-	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/server/v3/auth"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// revd has no authentication. Its Auth service answers as an etcd whose
-// authentication is off and whose auth store holds no user and no role:
-// the status says so (auth revision 1), Authenticate is etcd's "authentication
-// is not enabled" (which clientv3 takes as "go on without a token"),
-// disabling is a no-op, the lists are empty, and every call naming a user
-// or a role is etcd's "not found" for it. What would change the store
-// (AuthEnable, UserAdd, RoleAdd) is refused with ErrAuthUnsupported.
+// Authentication and authorization are etcd's: revd runs etcd's own auth
+// store (go.etcd.io/etcd/server/v3/auth: users, roles, range permissions,
+// simple or JWT tokens, bcrypt password hashes) on a backend kept in the
+// journal (authbackend.go), and makes the checks etcd's API layer and
+// appliers make, in their order and with their errors: authapi.go (the Auth
+// service), authcheck.go (every other call).
+//
+// The auth store is a projection of the journal's "a/" keys, not of its
+// records: as in etcd, auth changes take no revision. A change is durable
+// before its call returns, and before any request is checked against it:
+// changes hold gate.mu for writing through their journal commit, checks hold
+// it for reading. With authentication off (the default) a call checks one
+// atomic flag and nothing else.
 
-// ErrAuthUnsupported answers the Auth calls that would add users or roles
-// or turn authentication on.
-var ErrAuthUnsupported = status.Error(codes.Unimplemented,
-	"revd: authentication is not supported (no users, roles or permissions; requests are not authenticated)")
+// Auth defaults, etcd's.
+const (
+	// DefaultAuthToken is etcd's --auth-token: simple tokens.
+	DefaultAuthToken = "simple"
+	// DefaultAuthTokenTTL is etcd's --auth-token-ttl: a simple token lives
+	// this long after its last use.
+	DefaultAuthTokenTTL = 300 * time.Second
+	// DefaultBcryptCost is etcd's --bcrypt-cost (bcrypt.DefaultCost).
+	DefaultBcryptCost = 10
+)
 
-// authRevision is the revision of an auth store never written to.
-const authRevision = 1
-
-func (s *Server) AuthStatus(context.Context, *pb.AuthStatusRequest) (*pb.AuthStatusResponse, error) {
-	return &pb.AuthStatusResponse{Header: s.Header(), AuthRevision: authRevision}, nil
+// authGate is the server's auth store and the lock ordering its changes
+// before the checks.
+type authGate struct {
+	mu    sync.RWMutex // changes: write, through their commit; checks: read
+	on    atomic.Bool  // the store's IsAuthEnabled, updated under mu
+	store auth.AuthStore
+	be    *authBackend
+	cost  int // bcrypt cost
+	cn    bool
 }
 
-func (s *Server) Authenticate(context.Context, *pb.AuthenticateRequest) (*pb.AuthenticateResponse, error) {
-	return nil, rpctypes.ErrGRPCAuthNotEnabled
-}
-
-func (s *Server) AuthEnable(context.Context, *pb.AuthEnableRequest) (*pb.AuthEnableResponse, error) {
-	return nil, ErrAuthUnsupported
-}
-
-func (s *Server) AuthDisable(context.Context, *pb.AuthDisableRequest) (*pb.AuthDisableResponse, error) {
-	return &pb.AuthDisableResponse{Header: s.Header()}, nil
-}
-
-// UserAdd refuses, after etcd's checks of the password's length (bcrypt's)
-// and of the name.
-func (s *Server) UserAdd(_ context.Context, r *pb.AuthUserAddRequest) (*pb.AuthUserAddResponse, error) {
-	if !r.Options.GetNoPassword() && len(r.Password) > maxPasswordBytes {
-		return nil, errPasswordTooLong
+// openAuth loads the auth store from the journal. A fresh store gets
+// etcd's auth revision 1, durably.
+func (s *Server) openAuth() error {
+	st, err := s.j.Auth()
+	if err != nil {
+		return err
 	}
-	if r.Name == "" {
-		return nil, rpctypes.ErrGRPCUserEmpty
+	lg := zapToSlog(s.log.With("component", "auth"))
+	tp, err := auth.NewTokenProvider(lg, s.opts.AuthToken, func(uint64) <-chan struct{} { return closedChan }, s.opts.AuthTokenTTL)
+	if err != nil {
+		return fmt.Errorf("server: --auth-token %q: %w", s.opts.AuthToken, err)
 	}
-	return nil, ErrAuthUnsupported
-}
-
-// RoleAdd refuses, after etcd's check of the name.
-func (s *Server) RoleAdd(_ context.Context, r *pb.AuthRoleAddRequest) (*pb.AuthRoleAddResponse, error) {
-	if r.Name == "" {
-		return nil, rpctypes.ErrGRPCRoleEmpty
+	g := &authGate{be: newAuthBackend(st, s.j.ChangeAuth, s.onAuthFail), cost: s.opts.BcryptCost, cn: s.opts.ClientCertAuth}
+	g.store = auth.NewAuthStore(lg, g.be, tp, g.cost)
+	if err := g.be.failed(); err != nil {
+		g.store.Close()
+		return err
 	}
-	return nil, ErrAuthUnsupported
+	g.on.Store(g.store.IsAuthEnabled())
+	s.auth = g
+	return nil
 }
 
-// maxPasswordBytes is the longest password bcrypt, which etcd hashes
-// passwords with before anything else, accepts; errPasswordTooLong is
-// bcrypt's error, which etcd passes on as it is (code Unknown).
-const maxPasswordBytes = 72
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-var errPasswordTooLong = status.Error(codes.Unknown, "bcrypt: password length exceeds 72 bytes")
-
-func (s *Server) UserList(context.Context, *pb.AuthUserListRequest) (*pb.AuthUserListResponse, error) {
-	return &pb.AuthUserListResponse{Header: s.Header()}, nil
+// onAuthFail stops the server's writes after a failed auth commit, as a
+// failed journal commit does.
+func (s *Server) onAuthFail(err error) {
+	s.log.Error("journaling an auth change failed; the server refuses writes from now on", "err", err)
+	s.onFail(err)
 }
 
-func (s *Server) RoleList(context.Context, *pb.AuthRoleListRequest) (*pb.AuthRoleListResponse, error) {
-	return &pb.AuthRoleListResponse{Header: s.Header()}, nil
-}
+// AuthEnabled reports whether authentication is on.
+func (s *Server) AuthEnabled() bool { return s.auth.on.Load() }
 
-func (s *Server) UserGet(context.Context, *pb.AuthUserGetRequest) (*pb.AuthUserGetResponse, error) {
-	return nil, rpctypes.ErrGRPCUserNotFound
-}
-
-func (s *Server) UserDelete(context.Context, *pb.AuthUserDeleteRequest) (*pb.AuthUserDeleteResponse, error) {
-	return nil, rpctypes.ErrGRPCUserNotFound
-}
-
-func (s *Server) UserChangePassword(_ context.Context, r *pb.AuthUserChangePasswordRequest) (*pb.AuthUserChangePasswordResponse, error) {
-	if len(r.Password) > maxPasswordBytes {
-		return nil, errPasswordTooLong
+// authInfo is etcd's EtcdServer.AuthInfoFromCtx: the caller named by the
+// token in ctx's metadata ("token", or "authorization" as the JSON gateway
+// passes it), else, with --client-cert-auth, by the common name of its
+// verified client certificate; nil with authentication off or when neither
+// names anyone. A token that names no one is auth.ErrInvalidAuthToken.
+func (g *authGate) authInfo(ctx context.Context) (*auth.AuthInfo, error) {
+	ai, err := g.store.AuthInfoFromCtx(ctx)
+	if ai != nil || err != nil || !g.cn {
+		return ai, err
 	}
-	return nil, rpctypes.ErrGRPCUserNotFound
+	return g.store.AuthInfoFromTLS(ctx), nil
 }
 
-func (s *Server) UserGrantRole(context.Context, *pb.AuthUserGrantRoleRequest) (*pb.AuthUserGrantRoleResponse, error) {
-	return nil, rpctypes.ErrGRPCUserNotFound
-}
-
-func (s *Server) UserRevokeRole(context.Context, *pb.AuthUserRevokeRoleRequest) (*pb.AuthUserRevokeRoleResponse, error) {
-	return nil, rpctypes.ErrGRPCUserNotFound
-}
-
-func (s *Server) RoleGet(context.Context, *pb.AuthRoleGetRequest) (*pb.AuthRoleGetResponse, error) {
-	return nil, rpctypes.ErrGRPCRoleNotFound
-}
-
-func (s *Server) RoleDelete(context.Context, *pb.AuthRoleDeleteRequest) (*pb.AuthRoleDeleteResponse, error) {
-	return nil, rpctypes.ErrGRPCRoleNotFound
-}
-
-// RoleGrantPermission checks, as etcd does before it looks the role up,
-// that a permission is given and that its range is valid: a key, and no
-// range end or one above the key or "\x00" (every key from it on).
-func (s *Server) RoleGrantPermission(_ context.Context, r *pb.AuthRoleGrantPermissionRequest) (*pb.AuthRoleGrantPermissionResponse, error) {
-	switch p := r.Perm; {
-	case p == nil:
-		return nil, rpctypes.ErrGRPCPermissionNotGiven
-	case len(p.Key) == 0,
-		len(p.RangeEnd) > 0 && bytes.Compare(p.Key, p.RangeEnd) >= 0 && !bytes.Equal(p.RangeEnd, []byte{0}):
-		return nil, rpctypes.ErrGRPCInvalidAuthMgmt
+// check runs f with the caller of ctx (an empty AuthInfo if none), under
+// the gate's read lock, and returns its error as etcd's gRPC error. With
+// authentication off it does nothing.
+func (s *Server) check(ctx context.Context, f func(*auth.AuthInfo) error) error {
+	g := s.auth
+	if !g.on.Load() {
+		return nil
 	}
-	return nil, rpctypes.ErrGRPCRoleNotFound
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if !g.on.Load() {
+		return nil
+	}
+	ai, err := g.authInfo(ctx)
+	if err != nil {
+		return authError(err)
+	}
+	if ai == nil {
+		ai = &auth.AuthInfo{}
+	}
+	return authError(f(ai))
 }
 
-func (s *Server) RoleRevokePermission(context.Context, *pb.AuthRoleRevokePermissionRequest) (*pb.AuthRoleRevokePermissionResponse, error) {
-	return nil, rpctypes.ErrGRPCRoleNotFound
+// requireUser is etcd's requireAuthInfo: with authentication on, a valid
+// token (or certificate) must name a caller; whether it exists is not
+// checked.
+func (s *Server) requireUser(ctx context.Context) error {
+	return s.check(ctx, func(ai *auth.AuthInfo) error {
+		if ai.Username == "" && ai.Revision == 0 {
+			return auth.ErrUserEmpty
+		}
+		return nil
+	})
+}
+
+// requireAdmin is etcd's AuthAdmin.isPermitted: the caller must hold the
+// root role.
+func (s *Server) requireAdmin(ctx context.Context) error {
+	return s.check(ctx, s.auth.store.IsAdminPermitted)
+}
+
+// authError maps the auth store's errors to etcd's gRPC errors, as etcd's
+// togRPCError does; errors it has no entry for (a no-password user's
+// Authenticate) are codes.Unknown with their text, as in etcd. nil stays
+// nil, and a status error stays as it is.
+func authError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	for _, m := range authErrors {
+		if errors.Is(err, m.err) {
+			return m.grpc
+		}
+	}
+	return status.Error(codes.Unknown, err.Error())
+}
+
+var authErrors = []struct{ err, grpc error }{
+	{auth.ErrRootUserNotExist, rpctypes.ErrGRPCRootUserNotExist},
+	{auth.ErrRootRoleNotExist, rpctypes.ErrGRPCRootRoleNotExist},
+	{auth.ErrUserAlreadyExist, rpctypes.ErrGRPCUserAlreadyExist},
+	{auth.ErrUserEmpty, rpctypes.ErrGRPCUserEmpty},
+	{auth.ErrUserNotFound, rpctypes.ErrGRPCUserNotFound},
+	{auth.ErrRoleAlreadyExist, rpctypes.ErrGRPCRoleAlreadyExist},
+	{auth.ErrRoleNotFound, rpctypes.ErrGRPCRoleNotFound},
+	{auth.ErrRoleEmpty, rpctypes.ErrGRPCRoleEmpty},
+	{auth.ErrAuthFailed, rpctypes.ErrGRPCAuthFailed},
+	{auth.ErrPermissionNotGiven, rpctypes.ErrGRPCPermissionNotGiven},
+	{auth.ErrPermissionDenied, rpctypes.ErrGRPCPermissionDenied},
+	{auth.ErrRoleNotGranted, rpctypes.ErrGRPCRoleNotGranted},
+	{auth.ErrPermissionNotGranted, rpctypes.ErrGRPCPermissionNotGranted},
+	{auth.ErrAuthNotEnabled, rpctypes.ErrGRPCAuthNotEnabled},
+	{auth.ErrInvalidAuthToken, rpctypes.ErrGRPCInvalidAuthToken},
+	{auth.ErrInvalidAuthMgmt, rpctypes.ErrGRPCInvalidAuthMgmt},
+	{auth.ErrAuthOldRevision, rpctypes.ErrGRPCAuthOldRevision},
+}
+
+// change runs f, one of the auth store's changes, for a caller holding the
+// root role (etcd's needAdminPermission), after the caller's token is
+// checked as etcd checks it before proposing. It holds the gate's write
+// lock through f, whose store call journals the change, and returns the
+// journal's failure if that commit failed (the server then refuses writes).
+func (s *Server) change(ctx context.Context, f func() error) error {
+	g := s.auth
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := s.failedErr(); err != nil {
+		return err
+	}
+	ai, err := g.authInfo(ctx)
+	if err != nil {
+		return authError(err)
+	}
+	if err := g.store.IsAdminPermitted(ai); err != nil {
+		return authError(err)
+	}
+	err = f()
+	g.on.Store(g.store.IsAuthEnabled())
+	if g.be.failed() != nil {
+		return rpctypes.ErrGRPCCorrupt
+	}
+	return authError(err)
+}
+
+// closeAuth stops the token provider's timers.
+func (s *Server) closeAuth() {
+	if s.auth != nil {
+		s.auth.store.Close()
+	}
 }

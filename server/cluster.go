@@ -57,6 +57,9 @@ func (s *Server) members() []*pb.Member {
 // MemberList answers Cluster.MemberList. The list is always current, so a
 // linearizable request needs nothing more.
 func (s *Server) MemberList(ctx context.Context, _ *pb.MemberListRequest) (*pb.MemberListResponse, error) {
+	if err := s.requireUser(ctx); err != nil {
+		return nil, err
+	}
 	return &pb.MemberListResponse{Header: s.clusterHeader(), Members: s.members()}, nil
 }
 
@@ -66,11 +69,17 @@ func (s *Server) MemberAdd(ctx context.Context, r *pb.MemberAddRequest) (*pb.Mem
 	if _, err := types.NewURLs(r.PeerURLs); err != nil { // etcd's check
 		return nil, rpctypes.ErrGRPCMemberBadURLs
 	}
+	if err := s.requireAdmin(ctx); err != nil {
+		return nil, err
+	}
 	return nil, ErrMembershipFixed
 }
 
 // MemberRemove answers Cluster.MemberRemove.
 func (s *Server) MemberRemove(ctx context.Context, r *pb.MemberRemoveRequest) (*pb.MemberRemoveResponse, error) {
+	if err := s.requireAdmin(ctx); err != nil {
+		return nil, err
+	}
 	if r.ID != s.meta.MemberID {
 		return nil, rpctypes.ErrGRPCMemberNotFound
 	}
@@ -84,6 +93,9 @@ var errNotEnoughStarted = status.Error(codes.Unknown, status.Convert(rpctypes.Er
 
 // MemberUpdate answers Cluster.MemberUpdate.
 func (s *Server) MemberUpdate(ctx context.Context, r *pb.MemberUpdateRequest) (*pb.MemberUpdateResponse, error) {
+	if err := s.requireAdmin(ctx); err != nil {
+		return nil, err
+	}
 	if r.ID != s.meta.MemberID {
 		return nil, rpctypes.ErrGRPCMemberNotFound
 	}
@@ -93,6 +105,9 @@ func (s *Server) MemberUpdate(ctx context.Context, r *pb.MemberUpdateRequest) (*
 // MemberPromote answers Cluster.MemberPromote: this member is a voting
 // member already, and there is no other.
 func (s *Server) MemberPromote(ctx context.Context, r *pb.MemberPromoteRequest) (*pb.MemberPromoteResponse, error) {
+	if err := s.requireAdmin(ctx); err != nil {
+		return nil, err
+	}
 	if r.ID != s.meta.MemberID {
 		return nil, rpctypes.ErrGRPCMemberNotFound
 	}
@@ -103,6 +118,9 @@ func (s *Server) MemberPromote(ctx context.Context, r *pb.MemberPromoteRequest) 
 // moving the leadership to it succeeds at once (as in etcd, whose answer
 // has no header); any other target is etcd's "bad leader transferee".
 func (s *Server) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
+	if err := s.requireAdmin(ctx); err != nil {
+		return nil, err
+	}
 	if r.TargetID != s.meta.MemberID {
 		return nil, rpctypes.ErrGRPCBadLeaderTransferee
 	}

@@ -23,6 +23,9 @@ import (
 // rpctypes.ErrGRPCStopped once the server is stopping, Internal for a
 // failed rewrite.
 func (s *Server) Defragment(ctx context.Context, _ *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
+	if err := s.requireAdmin(ctx); err != nil {
+		return nil, err
+	}
 	// The last compaction's records first, so that their space is given
 	// back too (etcdctl compact does not wait for it).
 	if rev := s.compactRev.Load(); rev > 0 {

@@ -29,7 +29,10 @@ var errUnknownMethod = status.Error(codes.Unknown, "etcdserver: unknown method")
 // errors; CANCEL succeeds, there being nothing to cancel; both answer the
 // cluster version "3.7". ENABLE is refused with ErrDowngradeUnsupported
 // once its target is valid, so no job is ever started.
-func (s *Server) Downgrade(_ context.Context, r *pb.DowngradeRequest) (*pb.DowngradeResponse, error) {
+func (s *Server) Downgrade(ctx context.Context, r *pb.DowngradeRequest) (*pb.DowngradeResponse, error) {
+	if err := s.requireAdmin(ctx); err != nil {
+		return nil, err
+	}
 	switch r.Action {
 	case pb.DowngradeRequest_VALIDATE, pb.DowngradeRequest_ENABLE:
 		if err := validDowngradeTarget(r.Version); err != nil {

@@ -22,6 +22,9 @@ func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespon
 	if err := etcdkv.CheckRange(r); err != nil {
 		return nil, err
 	}
+	if err := s.permitKV(ctx, r); err != nil {
+		return nil, err
+	}
 	resp, err := s.rangeShards(ctx, r)
 	if err != nil {
 		return nil, err
@@ -42,7 +45,7 @@ func (s *Server) rangeShards(ctx context.Context, r *pb.RangeRequest) (resp *pb.
 
 // Put writes one key through the sequencer.
 func (s *Server) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
-	if err := s.admit(r, func() error { return s.checkWrite(r) }); err != nil {
+	if err := s.admitWrite(ctx, r); err != nil {
 		return nil, err
 	}
 	resp, err := s.propose(ctx, r)
@@ -54,7 +57,7 @@ func (s *Server) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, er
 
 // DeleteRange deletes keys through the sequencer.
 func (s *Server) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
-	if err := s.admit(r, func() error { return s.checkWrite(r) }); err != nil {
+	if err := s.admitWrite(ctx, r); err != nil {
 		return nil, err
 	}
 	resp, err := s.propose(ctx, r)
@@ -74,6 +77,9 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 		return nil, err
 	}
 	if etcdkv.IsTxnReadOnly(r) {
+		if err := s.permitKV(ctx, r); err != nil {
+			return nil, err
+		}
 		var resp *pb.TxnResponse
 		err := s.read(ctx, func(v *shard.View) (err error) {
 			resp, err = etcdkv.Txn(etcdkv.ReadOnly(v), r, nil)
@@ -91,6 +97,9 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 	if err := s.checkAlarms(r); err != nil {
 		return nil, err
 	}
+	if err := s.permitKV(ctx, r); err != nil {
+		return nil, err
+	}
 	resp, err := s.propose(ctx, r)
 	if err != nil {
 		return nil, err
@@ -98,18 +107,18 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 	return resp.(*pb.TxnResponse), nil
 }
 
-// StartWrite starts a Put, a DeleteRange or a writing Txn without waiting
-// for it: done gets the response (its header filled) or the error once the
+// StartWrite starts a Put, a DeleteRange or a writing Txn of the caller of
+// ctx (its token, see auth.go) without waiting for it: done gets the response (its header filled) or the error once the
 // write is durable or refused, on the sequencer's writer goroutine or the
 // caller's, and must not block. It returns false, calling nothing, for any
 // other request (a read-only Txn among them): serve those with the
 // blocking methods. It is the gRPC front door's fast path, where a parked
 // goroutine per write cost more than the write.
-func (s *Server) StartWrite(req proto.Message, done func(proto.Message, error)) bool {
+func (s *Server) StartWrite(ctx context.Context, req proto.Message, done func(proto.Message, error)) bool {
 	if !s.IsWrite(req) {
 		return false // a read-only Txn: Txn checks it and reads
 	}
-	err := s.admit(req, func() error { return s.checkWrite(req) })
+	err := s.admitWrite(ctx, req)
 	if err == nil {
 		err = s.failedErr()
 	}
@@ -121,6 +130,17 @@ func (s *Server) StartWrite(req proto.Message, done func(proto.Message, error)) 
 		done(s.answer(o))
 	}})
 	return true
+}
+
+// admitWrite makes every check of a Put, DeleteRange or writing Txn before
+// it is sequenced, in etcd's order but for the permissions: quota,
+// validation, alarms, then the caller's token and permissions (etcd checks
+// those before the alarms, when it applies the request).
+func (s *Server) admitWrite(ctx context.Context, req proto.Message) error {
+	if err := s.admit(req, func() error { return s.checkWrite(req) }); err != nil {
+		return err
+	}
+	return s.permitKV(ctx, req)
 }
 
 // IsWrite reports whether StartWrite takes req: a Put, a DeleteRange or a
@@ -159,6 +179,9 @@ func (s *Server) checkWrite(req proto.Message) error {
 // Compact compacts the history at r.Revision. With Physical, the answer
 // waits until the journal space below it has been reclaimed.
 func (s *Server) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
+	if err := s.requireAdmin(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.checkSize(compactionField, r); err != nil {
 		return nil, err
 	}

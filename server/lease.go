@@ -9,6 +9,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
+	"go.etcd.io/etcd/server/v3/auth"
 	leaseactor "revd/actors/lease"
 	"revd/actors/sequencer"
 	"revd/journal"
@@ -93,6 +94,9 @@ func (s *Server) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.L
 	if err := s.admit(r, nil); err != nil {
 		return nil, err
 	}
+	if err := s.requireUser(ctx); err != nil {
+		return nil, err
+	}
 	req := &pb.LeaseGrantRequest{ID: r.ID, TTL: r.TTL}
 	chosen := req.ID == 0
 	for attempt := 0; ; attempt++ {
@@ -117,6 +121,9 @@ func (s *Server) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb
 	if err := s.checkAlarms(r); err != nil {
 		return nil, err
 	}
+	if err := s.permitLeaseKeys(ctx, r.ID); err != nil {
+		return nil, err
+	}
 	resp, err := s.propose(ctx, &pb.LeaseRevokeRequest{ID: r.ID})
 	if err != nil {
 		return nil, err
@@ -128,8 +135,13 @@ func (s *Server) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb
 
 // LeaseKeepAliveOnce renews a lease once: one request of etcd's
 // LeaseKeepAlive stream. An unknown or expired lease answers TTL 0, no
-// error. As in etcd, the header is taken before the renewal.
+// error. As in etcd, the header is taken before the renewal. With
+// authentication on, the caller needs write permission on the lease's keys;
+// an error ends etcd's stream.
 func (s *Server) LeaseKeepAliveOnce(ctx context.Context, r *pb.LeaseKeepAliveRequest) (*pb.LeaseKeepAliveResponse, error) {
+	if err := s.permitLeaseKeys(ctx, r.ID); err != nil {
+		return nil, err
+	}
 	resp := &pb.LeaseKeepAliveResponse{Header: s.Header(), ID: r.ID}
 	ttl, err := askLease(ctx, s, func(reply func(int64)) any { return &leaseactor.Renew{ID: r.ID, Reply: reply} })
 	if err != nil {
@@ -144,11 +156,22 @@ func (s *Server) LeaseKeepAliveOnce(ctx context.Context, r *pb.LeaseKeepAliveReq
 
 // LeaseTimeToLive describes a lease; an unknown one answers TTL -1.
 func (s *Server) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
+	if err := s.requireUser(ctx); err != nil {
+		return nil, err
+	}
 	info, err := askLease(ctx, s, func(reply func(leaseactor.TTLInfo)) any {
 		return &leaseactor.TimeToLive{ID: r.ID, Keys: r.Keys, Reply: reply}
 	})
 	if err != nil {
 		return nil, err
+	}
+	if r.Keys {
+		// Read permission on every key listed, as etcd checks it.
+		if err := s.check(ctx, func(ai *auth.AuthInfo) error {
+			return s.keysAllowed(ai, info.Keys)
+		}); err != nil {
+			return nil, err
+		}
 	}
 	resp := &pb.LeaseTimeToLiveResponse{Header: s.Header(), ID: r.ID, TTL: -1}
 	if info.Found {
@@ -161,6 +184,24 @@ func (s *Server) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveReque
 func (s *Server) LeaseLeases(ctx context.Context, _ *pb.LeaseLeasesRequest) (*pb.LeaseLeasesResponse, error) {
 	ids, err := askLease(ctx, s, func(reply func([]int64)) any { return &leaseactor.List{Reply: reply} })
 	if err != nil {
+		return nil, err
+	}
+	// A user, with read permission on every key of every lease.
+	if err := s.check(ctx, func(ai *auth.AuthInfo) error {
+		if ai.Username == "" && ai.Revision == 0 {
+			return auth.ErrUserEmpty
+		}
+		for _, id := range ids {
+			keys, err := s.leaseKeys(ctx, id)
+			if err != nil {
+				return err
+			}
+			if err := s.keysAllowed(ai, keys); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
 		return nil, err
 	}
 	resp := &pb.LeaseLeasesResponse{Header: s.Header(), Leases: make([]*pb.LeaseStatus, len(ids))}

@@ -65,6 +65,22 @@ type Options struct {
 	// answered, so it must be quick (a histogram's Observe).
 	CommitDuration func(time.Duration)
 
+	// AuthToken is etcd's --auth-token: "simple" (random tokens kept in
+	// memory, each living AuthTokenTTL past its last use) or
+	// "jwt,pub-key=...,priv-key=...,sign-method=...[,ttl=...]". Default
+	// DefaultAuthToken.
+	AuthToken string
+	// AuthTokenTTL is etcd's --auth-token-ttl. Default DefaultAuthTokenTTL.
+	AuthTokenTTL time.Duration
+	// BcryptCost is etcd's --bcrypt-cost, the cost of the password hashes.
+	// Default DefaultBcryptCost; a cost bcrypt refuses is replaced by it, as
+	// etcd does (with a warning).
+	BcryptCost int
+	// ClientCertAuth is etcd's --client-cert-auth: with authentication on,
+	// a request without a token is the user named by the common name of its
+	// verified client certificate.
+	ClientCertAuth bool
+
 	// LeaseClock drives lease deadlines (tests pass a
 	// leaseactor.FakeClock). Default: the real clock.
 	LeaseClock leaseactor.Clock
@@ -85,6 +101,15 @@ func (o Options) withDefaults() Options {
 	}
 	if o.QuotaBackendBytes == 0 {
 		o.QuotaBackendBytes = DefaultQuotaBytes
+	}
+	if o.AuthToken == "" {
+		o.AuthToken = DefaultAuthToken
+	}
+	if o.AuthTokenTTL <= 0 {
+		o.AuthTokenTTL = DefaultAuthTokenTTL
+	}
+	if o.BcryptCost == 0 {
+		o.BcryptCost = DefaultBcryptCost
 	}
 	if o.Feed == nil {
 		o.Feed = &watch.LocalFeed{}

@@ -29,6 +29,9 @@ func (s *Server) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) err
 	if etcdkv.HasRevisionFilters(r) {
 		return status.Errorf(codes.Unimplemented, "RangeStream does not support revision filters")
 	}
+	if err := s.permitKV(rs.Context(), r); err != nil {
+		return err
+	}
 	r = proto.Clone(r).(*pb.RangeRequest)
 	// Every chunk reads through s.read (which retries a read that a
 	// compaction overtook, as Range does). The first picks the revision;

@@ -44,6 +44,7 @@ type Server struct {
 	watchStats  *watch.Stats
 	stats       counters
 	alarms      alarms
+	auth        *authGate
 
 	// committed is the newest durable revision; compactRev the newest
 	// durable compaction (-1: none). Both move on the writer goroutine
@@ -91,6 +92,10 @@ func New(opts Options) (*Server, error) {
 	}
 	s.stats.countRestored(seqStore)
 	if err := s.loadAlarms(); err != nil {
+		j.Close()
+		return nil, err
+	}
+	if err := s.openAuth(); err != nil {
 		j.Close()
 		return nil, err
 	}
@@ -174,6 +179,7 @@ func (s *Server) Close() error {
 			s.comp.close()
 		}
 		s.system.Shutdown()
+		s.closeAuth()
 		err = s.j.Close()
 	})
 	return err

@@ -21,6 +21,9 @@ const ClusterVersion = "3.7.0"
 // its own leader; the raft indexes report the committed revision, which
 // grows as etcd's do.
 func (s *Server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
+	if err := s.requireUser(ctx); err != nil {
+		return nil, err
+	}
 	size := s.j.Size()
 	rev := uint64(s.committed.Load())
 	return &pb.StatusResponse{

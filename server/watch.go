@@ -14,10 +14,11 @@ import (
 // gRPC's framing (MaxRequestBytesWithOverhead).
 const grpcOverheadBytes = 512 * 1024
 
-// NewWatchStream opens a watch session whose responses go to sink; the
-// caller feeds it the client's requests (Handle), runs its sender (Run) and
-// closes it when the client goes away.
-func (s *Server) NewWatchStream(sink watch.Sink) *watch.Stream {
+// NewWatchStream opens a watch session of the caller of ctx (its token, see
+// auth.go) whose responses go to sink; the caller feeds it the client's
+// requests (Handle), runs its sender (Run) and closes it when the client
+// goes away.
+func (s *Server) NewWatchStream(ctx context.Context, sink watch.Sink) *watch.Stream {
 	return watch.NewStream(watch.StreamOptions{
 		Hub:              s.hubPID,
 		Root:             s.system.Root,
@@ -30,6 +31,12 @@ func (s *Server) NewWatchStream(sink watch.Sink) *watch.Stream {
 		MaxResponseBytes: s.opts.MaxRequestBytes + grpcOverheadBytes,
 		ProgressInterval: s.opts.WatchProgressInterval,
 		Stats:            s.watchStats,
+		Permit: func(rctx context.Context, key, end []byte) string {
+			if rctx == nil {
+				rctx = ctx
+			}
+			return s.WatchPermitted(rctx, key, end)
+		},
 	})
 }
 

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"bytes"
+	"context"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -75,6 +76,13 @@ type StreamOptions struct {
 	ProgressInterval time.Duration
 	// Stats, if set, counts the stream while it is open.
 	Stats *Stats
+	// Permit, if set, is asked before a watch is created (after a
+	// negative start revision is refused), with the context HandleContext
+	// was given (nil from Handle), the watch's key ("\x00" for an empty
+	// one) and its range end as the client sent it; a non-empty answer
+	// refuses the watch, with that cancel reason (etcd's permission
+	// check).
+	Permit func(ctx context.Context, key, rangeEnd []byte) string
 }
 
 // Stream is one client's watch session; see the package doc. Handle and
@@ -145,11 +153,15 @@ func (s *Stream) progressTick() {
 }
 
 // Handle takes one request from the client.
-func (s *Stream) Handle(req *pb.WatchRequest) {
+func (s *Stream) Handle(req *pb.WatchRequest) { s.HandleContext(nil, req) }
+
+// HandleContext is Handle for a request with a context of its own, which
+// Permit gets (a NATS session's requests each carry their caller's token).
+func (s *Stream) HandleContext(ctx context.Context, req *pb.WatchRequest) {
 	switch r := req.RequestUnion.(type) {
 	case *pb.WatchRequest_CreateRequest:
 		if r.CreateRequest != nil {
-			s.create(r.CreateRequest)
+			s.create(ctx, r.CreateRequest)
 		}
 	case *pb.WatchRequest_CancelRequest:
 		if r.CancelRequest != nil {
@@ -171,7 +183,7 @@ func (s *Stream) Handle(req *pb.WatchRequest) {
 // create registers a watch, as etcd's watch server does: an empty key is
 // "\x00", range_end "\x00" means every key from key on, start_revision 0
 // means the next revision; the created response goes out before any event.
-func (s *Stream) create(cr *pb.WatchCreateRequest) {
+func (s *Stream) create(ctx context.Context, cr *pb.WatchCreateRequest) {
 	c := &pb.WatchCreateRequest{
 		Key: cr.Key, RangeEnd: cr.RangeEnd, StartRevision: cr.StartRevision, ProgressNotify: cr.ProgressNotify,
 		Filters: cr.Filters, PrevKv: cr.PrevKv, WatchId: cr.WatchId, Fragment: cr.Fragment,
@@ -184,6 +196,10 @@ func (s *Stream) create(cr *pb.WatchCreateRequest) {
 		c.RangeEnd = nil
 	case len(c.RangeEnd) == 1 && c.RangeEnd[0] == 0:
 		c.RangeEnd = []byte{}
+	}
+	var denied string
+	if c.StartRevision >= 0 && s.opts.Permit != nil {
+		denied = s.opts.Permit(ctx, c.Key, cr.RangeEnd)
 	}
 	wsrev := s.opts.Rev()
 	start := c.StartRevision
@@ -205,6 +221,9 @@ func (s *Stream) create(cr *pb.WatchCreateRequest) {
 	switch {
 	case c.StartRevision < 0:
 		refuse(rpctypes.ErrCompacted.Error())
+		return
+	case denied != "":
+		refuse(denied)
 		return
 	case len(c.RangeEnd) != 0 && bytes.Compare(c.Key, c.RangeEnd) >= 0:
 		refuse(ErrEmptyWatcherRange)

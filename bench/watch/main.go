@@ -249,7 +249,7 @@ func directWatchers(srv *server.Server, cfg config, key []byte, cur *atomic.Poin
 	var sinks []*sink
 	for i := range cfg.streams {
 		sk := &sink{want: perStream(cfg, i), ready: make(chan struct{}), f: cur}
-		st := srv.NewWatchStream(sk)
+		st := srv.NewWatchStream(context.Background(), sk)
 		go st.Run() //nolint:errcheck // the sink never fails
 		streams, sinks = append(streams, st), append(sinks, sk)
 		for range sk.want {

@@ -45,6 +45,9 @@ type config struct {
 
 	watchProgressInterval time.Duration
 	maxTxnOps             int
+	authToken             string
+	authTokenTTL          uint
+	bcryptCost            uint
 	// warnings are logged once the logger exists: etcd flags ignored.
 	warnings []string
 }
@@ -80,6 +83,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.UintVar(&cfg.tls.SelfSignedCertValidity, "self-signed-cert-validity", 1, "validity of the --auto-tls certificate, in years")
 	fs.StringVar(&ciphers, "cipher-suites", "", "comma-separated TLS cipher suites (Go's names), in order of preference; empty leaves Go's choice")
 	fs.IntVar(&cfg.maxTxnOps, "max-txn-ops", etcdkv.MaxTxnOps, "most operations a Txn branch may hold (etcd's flag and default)")
+	fs.StringVar(&cfg.authToken, "auth-token", server.DefaultAuthToken, "etcd's auth token type: simple, or jwt,pub-key=FILE,priv-key=FILE,sign-method=ALG[,ttl=DURATION]")
+	fs.UintVar(&cfg.authTokenTTL, "auth-token-ttl", uint(server.DefaultAuthTokenTTL/time.Second), "seconds a simple token lives after its last use")
+	fs.UintVar(&cfg.bcryptCost, "bcrypt-cost", server.DefaultBcryptCost, "cost of the bcrypt hashes of users' passwords")
 	etcd := registerEtcdFlags(fs)
 	fs.StringVar(&cfg.tls.MinVersion, "tls-min-version", "TLS1.2", "oldest TLS version accepted: TLS1.2 or TLS1.3")
 	fs.StringVar(&cfg.tls.MaxVersion, "tls-max-version", "", "newest TLS version accepted: TLS1.2 or TLS1.3; empty leaves Go's")

@@ -63,6 +63,10 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	srv, err := server.New(server.Options{
 		QuotaBackendBytes:     quota,
 		MaxTxnOps:             cfg.maxTxnOps,
+		AuthToken:             cfg.authToken,
+		AuthTokenTTL:          time.Duration(cfg.authTokenTTL) * time.Second,
+		BcryptCost:            int(cfg.bcryptCost),
+		ClientCertAuth:        cfg.tls.ClientCertAuth,
 		CommitDuration:        mets.ObserveCommit,
 		DataDir:               cfg.dataDir,
 		Name:                  cfg.name,
@@ -87,7 +91,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return err
 	}
 	lns := bound.client
-	svc, err := natsapi.Serve(nc, srv, srv.Status, natsapi.Options{SubjectPrefix: cfg.natsSubjectRoot, Logger: log, Watch: srv, Lease: srv, Maintenance: srv})
+	svc, err := natsapi.Serve(nc, srv, srv.Status, natsapi.Options{SubjectPrefix: cfg.natsSubjectRoot, Logger: log, Watch: srv, Lease: srv, Maintenance: srv, Auth: srv})
 	if err != nil {
 		return fmt.Errorf("starting the NATS API: %w", err)
 	}
@@ -97,10 +101,10 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	// etcd's JSON gateway calls the gRPC API as a client would, over an
 	// in-process connection: no port, no TLS, no client certificate.
 	gwLn := bufconn.Listen(1 << 20)
-	gwConn, err := grpc.NewClient("passthrough:///revd-json-gateway",
+	gwConn, err := grpc.NewClient("passthrough:///revd-json-gateway", append(grpcapi.ForwardToken(),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return gwLn.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)))...)
 	if err != nil {
 		gwLn.Close()
 		return fmt.Errorf("the JSON gateway's gRPC client: %w", err)

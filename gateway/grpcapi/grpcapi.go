@@ -9,8 +9,8 @@
 // leases), Cluster (a cluster of one member that cannot change; see
 // server/cluster.go), and Maintenance's Status, Alarm (server/alarms.go),
 // Defragment, MoveLeader and Snapshot (a revd snapshot file, see package
-// journal), and Auth as an etcd with authentication off and no users
-// (server/auth.go), and Downgrade as an etcd with no downgrade job that
+// journal), Auth (etcd's users, roles, permissions and tokens; see
+// server/auth.go), and Downgrade as an etcd with no downgrade job that
 // cannot start one; gRPC's health service (grpc.health.v1.Health, SERVING),
 // as etcd registers it; Lock and Election (lockelection.go). Maintenance's
 // Hash and HashKV answer codes.Unimplemented until revd has them.
@@ -89,8 +89,8 @@ func NewWire(srv *server.Server, opts Options) *grpcwire.Server {
 	}
 	ws := grpcwire.NewServer(grpcwire.Options{MaxRecvMsgSize: opts.MaxRequestBytes + grpcOverheadBytes, Logger: opts.Logger, Stats: opts.Stats})
 	register(ws, srv)
-	start := func(_ context.Context, req proto.Message, done func(proto.Message, error)) bool {
-		return srv.StartWrite(req, done)
+	start := func(ctx context.Context, req proto.Message, done func(proto.Message, error)) bool {
+		return srv.StartWrite(ctx, req, done)
 	}
 	ws.HandleAsync(pb.KV_Put_FullMethodName, func() proto.Message { return new(pb.PutRequest) }, start)
 	ws.HandleAsync(pb.KV_DeleteRange_FullMethodName, func() proto.Message { return new(pb.DeleteRangeRequest) }, start)

@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 )
 
 // RegisterLockElection puts etcd's Lock and Election services on r, as etcd
@@ -96,4 +97,34 @@ func (e *stoppableElection) Observe(r *v3electionpb.LeaderRequest, s v3electionp
 func (e *stoppableElection) Resign(ctx context.Context, r *v3electionpb.ResignRequest) (*v3electionpb.ResignResponse, error) {
 	resp, err := e.ElectionServer.Resign(ctx, r)
 	return stopped(e.stopping, resp, err)
+}
+
+// ForwardToken is the dial options of the in-process connection the Lock
+// and Election services (and the JSON gateway) call the API through: a call
+// made with the context of a request that carried etcd's auth token (its
+// incoming "token" or "authorization" metadata) carries it on, so the
+// services act as their caller, as etcd's in-process client does.
+func ForwardToken() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			return invoker(withToken(ctx), method, req, reply, cc, opts...)
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			return streamer(withToken(ctx), desc, cc, method, opts...)
+		}),
+	}
+}
+
+// withToken copies ctx's incoming auth metadata to its outgoing metadata.
+func withToken(ctx context.Context) context.Context {
+	in, ok := metadata.FromIncomingContext(ctx)
+	if !ok {
+		return ctx
+	}
+	for _, k := range []string{rpctypes.TokenFieldNameGRPC, rpctypes.TokenFieldNameSwagger} {
+		if v := in.Get(k); len(v) > 0 {
+			ctx = metadata.AppendToOutgoingContext(ctx, k, v[0])
+		}
+	}
+	return ctx
 }

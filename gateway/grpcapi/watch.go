@@ -55,7 +55,7 @@ func sinkFor(gs pb.Watch_WatchServer) watch.Sink {
 }
 
 func (w *watchServer) Watch(gs pb.Watch_WatchServer) error {
-	st := w.srv.NewWatchStream(sinkFor(gs))
+	st := w.srv.NewWatchStream(gs.Context(), sinkFor(gs))
 	defer st.Close()
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- st.Run() }()

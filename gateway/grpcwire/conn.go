@@ -102,7 +102,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		lastData:  -1,
 		streamWin: uint32(min(s.opts.MaxRecvMsgSize+(64<<10), math.MaxInt32)),
 	}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.ctx, c.cancel = context.WithCancel(peerContext(nc))
 	c.wake.L = &c.mu
 	c.sent.L = &c.mu
 	c.taken.L = &c.mu
@@ -279,7 +279,7 @@ func (c *conn) onHeaders(h *headerBlock) {
 		return
 	}
 	path, ctype, timeout, encoding := h.path, h.contentType, h.timeout, h.encoding
-	s := &stream{c: c, id: id, ctx: c.ctx}
+	s := &stream{c: c, id: id, ctx: h.md(c.ctx)}
 	s.recv.L = &c.mu
 	c.mu.Lock()
 	c.maxID = id

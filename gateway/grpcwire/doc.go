@@ -59,6 +59,10 @@
 // Unimplemented with grpc-go's messages. Errors travel as grpc-status and
 // grpc-message trailers (trailers-only when nothing else was sent), with
 // grpc-status-details-bin when the status has details. PINGs are answered;
-// GOAWAY is sent on GracefulStop. Request metadata is not passed to
-// handlers (revd's handlers read none).
+// GOAWAY is sent on GracefulStop. Of the request metadata, handlers see
+// only what revd's read: etcd's auth token ("token", or "authorization" as
+// etcd's JSON gateway sends it), as incoming metadata
+// (metadata.FromIncomingContext). On a TLS connection the context carries
+// the peer's TLS state as grpc-go's TLS credentials do (peer.FromContext),
+// for etcd's client-certificate authentication.
 package grpcwire

@@ -1,12 +1,14 @@
 package grpcwire
 
 import (
+	"context"
 	"errors"
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/metadata"
 )
 
 // maxHeaderListSize is the largest header list a request may carry, HTTP/2's
@@ -33,6 +35,8 @@ type headerBlock struct {
 
 	// The fields a call reads.
 	path, contentType, timeout, encoding string
+	// The metadata passed on to handlers: etcd's auth token (see md).
+	token, authorization string
 
 	headersLeft, trailersLeft uint32 // header list budgets, as x/net keeps them
 	truncated                 bool   // the header list exceeded its budget
@@ -162,6 +166,10 @@ func (b *headerBlock) emit(hf hpack.HeaderField) {
 		b.timeout = hf.Value
 	case "grpc-encoding":
 		b.encoding = hf.Value
+	case "token":
+		b.token = hf.Value
+	case "authorization":
+		b.authorization = hf.Value
 	}
 }
 
@@ -177,4 +185,23 @@ func validFieldName(v string) bool {
 		}
 	}
 	return true
+}
+
+// md returns ctx with the block's metadata as incoming gRPC metadata, as
+// grpc-go passes it to handlers (metadata.FromIncomingContext): only the
+// fields revd's handlers read, etcd's auth token under "token" and
+// "authorization" (etcd's JSON gateway passes it there). Without them, ctx
+// itself: most calls carry none.
+func (b *headerBlock) md(ctx context.Context) context.Context {
+	if b.token == "" && b.authorization == "" {
+		return ctx
+	}
+	md := metadata.MD{}
+	if b.token != "" {
+		md["token"] = []string{b.token}
+	}
+	if b.authorization != "" {
+		md["authorization"] = []string{b.authorization}
+	}
+	return metadata.NewIncomingContext(ctx, md)
 }

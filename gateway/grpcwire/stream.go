@@ -51,9 +51,9 @@ type stream struct {
 // mu held once the stream is visible to other goroutines.
 func (s *stream) newContext() {
 	if s.hasTimeout {
-		s.ctx, s.cancel = context.WithTimeout(s.c.ctx, s.timeout)
+		s.ctx, s.cancel = context.WithTimeout(s.ctx, s.timeout)
 	} else {
-		s.ctx, s.cancel = context.WithCancel(s.c.ctx)
+		s.ctx, s.cancel = context.WithCancel(s.ctx)
 	}
 	if s.m.stream != nil && s.hasTimeout {
 		// A streaming handler waiting in RecvMsg or SendMsg wakes when

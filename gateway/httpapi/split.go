@@ -191,6 +191,10 @@ func (c *replayConn) CloseWrite() error {
 	return errors.ErrUnsupported
 }
 
+// NetConn returns the connection read from (a *tls.Conn on an https://
+// port), as tls.Conn's NetConn does.
+func (c *replayConn) NetConn() net.Conn { return c.Conn }
+
 func (c *replayConn) Read(p []byte) (int, error) {
 	if len(c.head) > 0 {
 		n := copy(p, c.head)

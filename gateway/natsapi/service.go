@@ -58,6 +58,9 @@ type Options struct {
 	// maintenance.go); nil: none.
 	Maintenance MaintenanceServer
 
+	// Auth serves the auth endpoints (see auth.go); nil: none.
+	Auth AuthServer
+
 	// onFull, if set, is called when a request has to wait for an
 	// in-flight slot (for tests of MaxInFlight).
 	onFull func(subject string)
@@ -152,7 +155,7 @@ func Serve(nc *nats.Conn, kv pb.KVServer, status StatusFunc, opts Options) (*Ser
 		_ = svc.Stop()
 		return nil, err
 	}
-	for _, add := range []func(micro.Service) error{s.addWatchEndpoints, s.addLeaseEndpoints, s.addMaintenanceEndpoints} {
+	for _, add := range []func(micro.Service) error{s.addWatchEndpoints, s.addLeaseEndpoints, s.addMaintenanceEndpoints, s.addAuthEndpoints} {
 		if err := add(svc); err != nil {
 			_ = svc.Stop()
 			return nil, err
@@ -183,7 +186,7 @@ type endpoint struct {
 // Options.RequestTimeout, as over gRPC. IsWrite says which requests
 // StartWrite takes (a read-only Txn it does not).
 type WriteStarter interface {
-	StartWrite(req proto.Message, done func(proto.Message, error)) bool
+	StartWrite(ctx context.Context, req proto.Message, done func(proto.Message, error)) bool
 	IsWrite(req proto.Message) bool
 }
 
@@ -313,14 +316,15 @@ func (s *Service) dispatch(subject string, ep endpoint, req micro.Request) {
 		<-sem
 		s.calls.Done()
 	}
-	if sem == s.writeSem && ep.write.ws.StartWrite(decoded, func(resp proto.Message, err error) {
+	caller := requestContext(req)
+	if sem == s.writeSem && ep.write.ws.StartWrite(caller, decoded, func(resp proto.Message, err error) {
 		s.replies.push(queuedReply{subject: subject, reply: reply, resp: resp, err: err, release: release})
 	}) {
 		return // started: done answers
 	}
 	go func() {
 		defer release()
-		ctx, cancel := context.WithTimeout(context.Background(), s.opts.RequestTimeout)
+		ctx, cancel := context.WithTimeout(caller, s.opts.RequestTimeout)
 		defer cancel()
 		var resp proto.Message
 		var err error

@@ -26,7 +26,7 @@ type startedWrite struct {
 	done func(proto.Message, error)
 }
 
-func (k *startKV) StartWrite(req proto.Message, done func(proto.Message, error)) bool {
+func (k *startKV) StartWrite(_ context.Context, req proto.Message, done func(proto.Message, error)) bool {
 	if !k.IsWrite(req) {
 		return false
 	}

@@ -1,6 +1,7 @@
 package natsapi
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -52,7 +53,7 @@ var ErrUnknownWatchSession = status.Error(codes.NotFound, "natsapi: unknown watc
 
 // WatchServer opens watch sessions; server.Server is one.
 type WatchServer interface {
-	NewWatchStream(sink watch.Sink) *watch.Stream
+	NewWatchStream(ctx context.Context, sink watch.Sink) *watch.Stream
 }
 
 type session struct {
@@ -204,7 +205,7 @@ func (w *watchSessions) create(req micro.Request) {
 			reply(req, status.Errorf(codes.InvalidArgument, "natsapi: a new watch session needs the %s header", HeaderWatchInbox))
 			return
 		}
-		s = &session{id: nuid.Next(), st: w.srv.NewWatchStream(&natsSink{nc: w.nc, inbox: inbox})}
+		s = &session{id: nuid.Next(), st: w.srv.NewWatchStream(context.Background(), &natsSink{nc: w.nc, inbox: inbox})}
 		s.lastSeen.Store(time.Now().UnixNano())
 		w.mu.Lock()
 		w.m[s.id] = s
@@ -216,7 +217,8 @@ func (w *watchSessions) create(req micro.Request) {
 			}
 		}()
 	}
-	s.st.Handle(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &cr}})
+	// Each create is checked with its own request's token.
+	s.st.HandleContext(requestContext(req), &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &cr}})
 	reply(req, nil, HeaderWatchSession, s.id)
 }
 

@@ -81,6 +81,9 @@ type Server struct {
 	// it to the raw gRPC clients, other transports may replace it.
 	Call func(req proto.Message) Answer
 
+	// Tokens are the server's auth tokens, by user name (see Login).
+	Tokens map[string]string
+
 	// Identity seen in the first header; every later header must repeat it.
 	clusterID, memberID uint64
 	raftTerm            uint64
@@ -135,6 +138,7 @@ type StreamRange struct{ *pb.RangeRequest }
 func Call(c *testutil.Clients, req proto.Message) Answer {
 	ctx, cancel := context.WithTimeout(context.Background(), OpTimeout)
 	defer cancel()
+	ctx, req = tokenContext(ctx, req)
 	var resp proto.Message
 	var err error
 	switch r := req.(type) {
@@ -176,6 +180,8 @@ func Call(c *testutil.Clients, req proto.Message) Answer {
 		resp, err = nilIfErr(c.Auth.Authenticate(ctx, r))
 	case *pb.AuthDisableRequest:
 		resp, err = nilIfErr(c.Auth.AuthDisable(ctx, r))
+	case *pb.AuthEnableRequest:
+		resp, err = nilIfErr(c.Auth.AuthEnable(ctx, r))
 	case *pb.AuthUserListRequest:
 		resp, err = nilIfErr(c.Auth.UserList(ctx, r))
 	case *pb.AuthRoleListRequest:

@@ -30,9 +30,10 @@ import (
 func leaseCall(c *testutil.Clients, req proto.Message) Answer {
 	ctx, cancel := context.WithTimeout(context.Background(), OpTimeout)
 	defer cancel()
+	ctx, inner := tokenContext(ctx, req)
 	var resp proto.Message
 	var err error
-	switch r := req.(type) {
+	switch r := inner.(type) {
 	case *pb.LeaseGrantRequest:
 		resp, err = nilIfErr(c.Lease.LeaseGrant(ctx, r))
 	case *pb.LeaseRevokeRequest:

@@ -1,0 +1,34 @@
+package grpcwire
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+)
+
+// peerContext is the context of a connection's calls: on a TLS connection
+// (nc, or a connection it wraps, found through NetConn methods as
+// tls.Conn's), it carries the TLS state as grpc-go's TLS credentials pass it
+// (peer.FromContext, whose AuthInfo is a credentials.TLSInfo), where etcd's
+// auth store finds a client certificate's common name. The handshake is
+// over by then: the connection was read from.
+func peerContext(nc net.Conn) context.Context {
+	ctx := context.Background()
+	for c := nc; c != nil; {
+		if tc, ok := c.(*tls.Conn); ok {
+			return peer.NewContext(ctx, &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: credentials.TLSInfo{
+				State:          tc.ConnectionState(),
+				CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity},
+			}})
+		}
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = w.NetConn()
+	}
+	return ctx
+}

@@ -1,0 +1,194 @@
+package journal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.etcd.io/etcd/api/v3/authpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// The auth store (etcd's users, roles, whether authentication is on and the
+// auth revision) lives under "a/" (see the layout in doc.go), as etcd keeps
+// it in its auth, authUsers and authRoles buckets:
+//
+//	key                  value
+//	-------------------  ------------------------------------------------
+//	"a/enabled"          CRC (4B) | 1 byte: 1 on, 0 off
+//	"a/revision"         CRC (4B) | 8 bytes big-endian: the auth revision
+//	"a/r/" + role name   CRC (4B) | proto.Marshal of etcd's authpb.Role
+//	"a/u/" + user name   CRC (4B) | proto.Marshal of etcd's authpb.User
+//
+// Each CRC is CRC-32C (Castagnoli), big-endian, over the key followed by
+// the rest of the value, so a value under the wrong key fails the check. A
+// user's password is the bcrypt hash etcd stores, never the password. The
+// auth store is not versioned by revision: like leases and alarms, etcd
+// changes it without a new revision. Absent keys are etcd's zero values (a
+// fresh store: off, revision 0, no users, no roles).
+const (
+	authPrefix     = "a/"
+	authUserPrefix = "a/u/"
+	authRolePrefix = "a/r/"
+)
+
+var (
+	keyAuthEnabled  = []byte("a/enabled")
+	keyAuthRevision = []byte("a/revision")
+)
+
+// AuthState is the durable auth store.
+type AuthState struct {
+	Enabled  bool
+	Revision uint64
+	Users    []*authpb.User // in name order
+	Roles    []*authpb.Role // in name order
+}
+
+// AuthChange is one change to the auth store; Apply lists them in order.
+// Exactly one field is set (Enabled and Revision are pointers for that).
+type AuthChange struct {
+	Enabled    *bool
+	Revision   *uint64
+	PutUser    *authpb.User
+	DeleteUser string
+	PutRole    *authpb.Role
+	DeleteRole string
+}
+
+func authValue(key, payload []byte) []byte {
+	v := make([]byte, crcLen, crcLen+len(payload))
+	v = append(v, payload...)
+	binary.BigEndian.PutUint32(v, crc32.Update(crc32.Checksum(key, castagnoli), castagnoli, payload))
+	return v
+}
+
+// authPayload checks v's CRC against key and returns its payload. Errors
+// wrap ErrCorrupt.
+func authPayload(key, v []byte) ([]byte, error) {
+	if len(v) < crcLen {
+		return nil, fmt.Errorf("%w: auth entry %q: value of %d bytes", ErrCorrupt, key, len(v))
+	}
+	stored := binary.BigEndian.Uint32(v)
+	if computed := crc32.Update(crc32.Checksum(key, castagnoli), castagnoli, v[crcLen:]); stored != computed {
+		return nil, fmt.Errorf("%w: auth entry %q: checksum mismatch (stored %#08x, computed %#08x)", ErrCorrupt, key, stored, computed)
+	}
+	return v[crcLen:], nil
+}
+
+// ChangeAuth applies changes to the durable auth store in one Pebble batch,
+// synced before it returns.
+func (j *Journal) ChangeAuth(changes []AuthChange) error {
+	if err := j.life.enter(); err != nil {
+		return err
+	}
+	defer j.life.exit()
+	b := j.db.NewBatch()
+	defer b.Close()
+	for _, c := range changes {
+		var err error
+		switch {
+		case c.Enabled != nil:
+			on := byte(0)
+			if *c.Enabled {
+				on = 1
+			}
+			err = b.Set(keyAuthEnabled, authValue(keyAuthEnabled, []byte{on}), nil)
+		case c.Revision != nil:
+			err = b.Set(keyAuthRevision, authValue(keyAuthRevision, binary.BigEndian.AppendUint64(nil, *c.Revision)), nil)
+		case c.PutUser != nil:
+			err = putAuthProto(b, authUserPrefix, c.PutUser.Name, c.PutUser)
+		case c.DeleteUser != "":
+			err = b.Delete([]byte(authUserPrefix+c.DeleteUser), nil)
+		case c.PutRole != nil:
+			err = putAuthProto(b, authRolePrefix, c.PutRole.Name, c.PutRole)
+		case c.DeleteRole != "":
+			err = b.Delete([]byte(authRolePrefix+c.DeleteRole), nil)
+		default:
+			err = errors.New("empty change")
+		}
+		if err != nil {
+			return fmt.Errorf("journal: auth: %w", err)
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("journal: auth: %w", err)
+	}
+	return nil
+}
+
+func putAuthProto(b *pebble.Batch, prefix string, name []byte, m proto.Message) error {
+	if len(name) == 0 {
+		return errors.New("a user or role without a name")
+	}
+	payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	key := append([]byte(prefix), name...)
+	return b.Set(key, authValue(key, payload), nil)
+}
+
+// Auth reads the durable auth store. A damaged entry is an error wrapping
+// ErrCorrupt.
+func (j *Journal) Auth() (AuthState, error) {
+	var st AuthState
+	if err := j.life.enter(); err != nil {
+		return st, err
+	}
+	defer j.life.exit()
+	it, err := j.db.NewIter(&pebble.IterOptions{LowerBound: []byte(authPrefix), UpperBound: []byte{authPrefix[0], authPrefix[1] + 1}})
+	if err != nil {
+		return st, readErr("read the auth store", err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		key := it.Key()
+		payload, err := authPayload(key, it.Value())
+		if err != nil {
+			return AuthState{}, err
+		}
+		switch k := string(key); {
+		case k == string(keyAuthEnabled):
+			if len(payload) != 1 || payload[0] > 1 {
+				return AuthState{}, fmt.Errorf("%w: auth entry %q: bad value %x", ErrCorrupt, key, payload)
+			}
+			st.Enabled = payload[0] == 1
+		case k == string(keyAuthRevision):
+			if len(payload) != 8 {
+				return AuthState{}, fmt.Errorf("%w: auth entry %q: value of %d bytes", ErrCorrupt, key, len(payload))
+			}
+			st.Revision = binary.BigEndian.Uint64(payload)
+		case len(k) > len(authUserPrefix) && k[:len(authUserPrefix)] == authUserPrefix:
+			u := new(authpb.User)
+			if err := decodeAuthProto(key, payload, u, u.GetName); err != nil {
+				return AuthState{}, err
+			}
+			st.Users = append(st.Users, u)
+		case len(k) > len(authRolePrefix) && k[:len(authRolePrefix)] == authRolePrefix:
+			r := new(authpb.Role)
+			if err := decodeAuthProto(key, payload, r, r.GetName); err != nil {
+				return AuthState{}, err
+			}
+			st.Roles = append(st.Roles, r)
+		default:
+			return AuthState{}, fmt.Errorf("%w: unknown auth entry %q", ErrCorrupt, key)
+		}
+	}
+	if err := it.Error(); err != nil {
+		return AuthState{}, readErr("read the auth store", err)
+	}
+	return st, nil
+}
+
+func decodeAuthProto(key, payload []byte, m proto.Message, name func() []byte) error {
+	if err := proto.Unmarshal(payload, m); err != nil {
+		return fmt.Errorf("%w: auth entry %q: %v", ErrCorrupt, key, err)
+	}
+	if n := name(); string(n) != string(key[len(authUserPrefix):]) {
+		return fmt.Errorf("%w: auth entry %q holds %q", ErrCorrupt, key, n)
+	}
+	return nil
+}

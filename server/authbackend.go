@@ -1,0 +1,201 @@
+package server
+
+import (
+	"slices"
+	"strings"
+	"sync"
+
+	"go.etcd.io/etcd/api/v3/authpb"
+	"go.etcd.io/etcd/server/v3/auth"
+	"google.golang.org/protobuf/proto"
+
+	"revd/journal"
+)
+
+// authBackend is the storage under etcd's auth store (go.etcd.io/etcd/
+// server/v3/auth, which revd runs as it is, so that users, roles,
+// permissions, tokens and their errors are etcd's own): the auth state in
+// memory, journaled under "a/" (journal.ChangeAuth) as the store changes it.
+//
+// The store changes its backend inside BatchTx().Lock() ... Unlock(), and
+// reads it either there or inside ReadTx().RLock() ... RUnlock(), or through
+// the Get methods. Here the changes of one Lock ... Unlock are journaled as
+// one synced batch at Unlock, so every change the store makes is durable
+// before the store call that made it returns (etcd's bbolt commits later; its
+// raft log made the request durable first). A failed commit cannot be
+// returned through the store's interface: it is kept (failed) for the
+// server to refuse the call's answer, and passed to onFail, which stops the
+// server's writes as a failed journal does.
+//
+// Reads return copies: the store edits what it reads before writing it back.
+type authBackend struct {
+	commit func([]journal.AuthChange) error
+	onFail func(error)
+
+	batchMu sync.Mutex // held from BatchTx().Lock to Unlock
+	pending []journal.AuthChange
+	err     error // the first failed commit (under batchMu)
+
+	mu      sync.RWMutex // guards the state below; batch holders write it
+	enabled bool
+	rev     uint64
+	users   map[string]*authpb.User
+	roles   map[string]*authpb.Role
+}
+
+func newAuthBackend(st journal.AuthState, commit func([]journal.AuthChange) error, onFail func(error)) *authBackend {
+	b := &authBackend{commit: commit, onFail: onFail, enabled: st.Enabled, rev: st.Revision,
+		users: map[string]*authpb.User{}, roles: map[string]*authpb.Role{}}
+	for _, u := range st.Users {
+		b.users[string(u.Name)] = u
+	}
+	for _, r := range st.Roles {
+		b.roles[string(r.Name)] = r
+	}
+	return b
+}
+
+// failed returns the first commit that failed, nil if none did.
+func (b *authBackend) failed() error {
+	b.batchMu.Lock()
+	defer b.batchMu.Unlock()
+	return b.err
+}
+
+func (b *authBackend) CreateAuthBuckets() {}
+func (b *authBackend) ForceCommit()       {}
+
+func (b *authBackend) ReadTx() auth.AuthReadTx   { return authReadTx{authState{b}} }
+func (b *authBackend) BatchTx() auth.AuthBatchTx { return authBatchTx{authState{b}} }
+
+func (b *authBackend) GetUser(name string) *authpb.User {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return authState{b}.UnsafeGetUser(name)
+}
+
+func (b *authBackend) GetAllUsers() []*authpb.User {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return authState{b}.UnsafeGetAllUsers()
+}
+
+func (b *authBackend) GetRole(name string) *authpb.Role {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return authState{b}.UnsafeGetRole(name)
+}
+
+func (b *authBackend) GetAllRoles() []*authpb.Role {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return authState{b}.UnsafeGetAllRoles()
+}
+
+// authState reads the state; its caller holds mu for reading, or batchMu
+// (whose holder is the only writer).
+type authState struct{ b *authBackend }
+
+func (s authState) UnsafeReadAuthEnabled() bool    { return s.b.enabled }
+func (s authState) UnsafeReadAuthRevision() uint64 { return s.b.rev }
+
+func (s authState) UnsafeGetUser(name string) *authpb.User {
+	if u, ok := s.b.users[name]; ok {
+		return proto.Clone(u).(*authpb.User)
+	}
+	return nil
+}
+
+func (s authState) UnsafeGetRole(name string) *authpb.Role {
+	if r, ok := s.b.roles[name]; ok {
+		return proto.Clone(r).(*authpb.Role)
+	}
+	return nil
+}
+
+// UnsafeGetAllUsers lists every user in name order, as etcd's bucket scan.
+func (s authState) UnsafeGetAllUsers() []*authpb.User {
+	return sortedClones(s.b.users, func(*authpb.User) bool { return true })
+}
+
+// UnsafeGetAllRoles lists the roles in name order, as etcd's scan of the
+// bucket from "\x00" to "\xff" does: a name starting with byte 0xff is left
+// out.
+func (s authState) UnsafeGetAllRoles() []*authpb.Role {
+	return sortedClones(s.b.roles, func(r *authpb.Role) bool { return len(r.Name) == 0 || r.Name[0] != 0xff })
+}
+
+func sortedClones[T proto.Message](m map[string]T, keep func(T) bool) []T {
+	names := make([]string, 0, len(m))
+	for n, v := range m {
+		if keep(v) {
+			names = append(names, n)
+		}
+	}
+	slices.SortFunc(names, strings.Compare)
+	if len(names) == 0 {
+		return nil
+	}
+	out := make([]T, len(names))
+	for i, n := range names {
+		out[i] = proto.Clone(m[n]).(T)
+	}
+	return out
+}
+
+type authReadTx struct{ authState }
+
+func (t authReadTx) RLock()   { t.b.mu.RLock() }
+func (t authReadTx) RUnlock() { t.b.mu.RUnlock() }
+
+type authBatchTx struct{ authState }
+
+func (t authBatchTx) Lock() { t.b.batchMu.Lock() }
+
+// Unlock journals the changes made since Lock, synced.
+func (t authBatchTx) Unlock() {
+	b := t.b
+	if len(b.pending) > 0 {
+		if err := b.commit(b.pending); err != nil {
+			if b.err == nil {
+				b.err = err
+			}
+			b.onFail(err)
+		}
+		b.pending = nil
+	}
+	b.batchMu.Unlock()
+}
+
+func (t authBatchTx) change(c journal.AuthChange, apply func()) {
+	t.b.mu.Lock()
+	apply()
+	t.b.mu.Unlock()
+	t.b.pending = append(t.b.pending, c)
+}
+
+func (t authBatchTx) UnsafeSaveAuthEnabled(on bool) {
+	t.change(journal.AuthChange{Enabled: &on}, func() { t.b.enabled = on })
+}
+
+func (t authBatchTx) UnsafeSaveAuthRevision(rev uint64) {
+	t.change(journal.AuthChange{Revision: &rev}, func() { t.b.rev = rev })
+}
+
+func (t authBatchTx) UnsafePutUser(u *authpb.User) {
+	u = proto.Clone(u).(*authpb.User)
+	t.change(journal.AuthChange{PutUser: u}, func() { t.b.users[string(u.Name)] = u })
+}
+
+func (t authBatchTx) UnsafeDeleteUser(name string) {
+	t.change(journal.AuthChange{DeleteUser: name}, func() { delete(t.b.users, name) })
+}
+
+func (t authBatchTx) UnsafePutRole(r *authpb.Role) {
+	r = proto.Clone(r).(*authpb.Role)
+	t.change(journal.AuthChange{PutRole: r}, func() { t.b.roles[string(r.Name)] = r })
+}
+
+func (t authBatchTx) UnsafeDeleteRole(name string) {
+	t.change(journal.AuthChange{DeleteRole: name}, func() { delete(t.b.roles, name) })
+}
