@@ -29,6 +29,9 @@ import (
 // AlreadyExists when it exists, Unavailable once the server is stopping,
 // Internal for a failed write or a copy that cannot be read back.
 func (s *Server) Checkpoint(ctx context.Context, r *maintenancev1.CheckpointRequest) (*maintenancev1.CheckpointResponse, error) {
+	if err := s.requireAdmin(ctx); err != nil {
+		return nil, err // a copy of everything: the root role, as Snapshot
+	}
 	switch {
 	case r.Dir == "":
 		return nil, status.Error(codes.InvalidArgument, "revd: checkpoint: no directory given")

@@ -117,7 +117,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	// etcd's Lock and Election services, clients of the API as in etcd.
 	closeLockElection := grpcapi.RegisterLockElection(grpcstats.Registrar(gs, rpcStats), gwConn)
 	hs := &http.Server{
-		Handler: httpapi.Handler(srv, httpapi.Options{
+		Handler: httpapi.Handler(healthReader{srv}, httpapi.Options{
 			ServerVersion: server.APIVersion, ClusterVersion: server.ClusterVersion, StorageVersion: server.StorageVersion,
 			Gateway: gateway, Metrics: mets.Handler(),
 		}),
@@ -139,7 +139,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		go func() { errc <- gs.Serve(grpcLn) }()
 		go func() { _ = hs.Serve(httpLn) }()
 	}
-	stopMetrics := serveMetrics(bound, httpapi.MetricsHandler(srv, httpapi.Options{Metrics: mets.Handler()}), log)
+	stopMetrics := serveMetrics(bound, httpapi.MetricsHandler(healthReader{srv}, httpapi.Options{Metrics: mets.Handler()}), log)
 	bound.client, bound.metrics = nil, nil // the servers own them now
 	// HTTP first: the gateway's streams (a watch over /v3/watch) hold gRPC
 	// streams that would keep a graceful gRPC stop waiting.
@@ -189,11 +189,20 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	}
 }
 
+// healthReader is the health endpoints' view of the server: their read of
+// key "health" is the server's own, which permissions do not bind (etcd
+// makes it with its internal root token).
+type healthReader struct{ *server.Server }
+
+func (h healthReader) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
+	return h.Server.Range(server.AsServer(ctx), r)
+}
+
 // compactFunc compacts srv as a Compact request does; a revision compacted
 // already counts as done.
 func compactFunc(srv *server.Server) func(context.Context, int64) (bool, error) {
 	return func(ctx context.Context, rev int64) (bool, error) {
-		_, err := srv.Compact(ctx, &pb.CompactionRequest{Revision: rev})
+		_, err := srv.Compact(server.AsServer(ctx), &pb.CompactionRequest{Revision: rev})
 		if err == nil || errors.Is(err, rpctypes.ErrGRPCCompacted) {
 			return true, nil
 		}

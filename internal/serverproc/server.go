@@ -16,10 +16,13 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 // Kinds of server.
@@ -347,6 +350,10 @@ func (s *Server) waitReady(ctx context.Context) error {
 		// WaitForReady: the call waits for the connection instead of
 		// failing while the server is not listening yet.
 		_, last = kv.Range(ctx, &pb.RangeRequest{Key: []byte("health")}, grpc.WaitForReady(true))
+		if authRefused(last) {
+			// Authentication is on: the server answered, from its store.
+			return nil
+		}
 		if last == nil && s.Kind == KindEtcd {
 			var st *pb.StatusResponse
 			// A new etcd reports no storage version, then an older one
@@ -457,4 +464,11 @@ func (s *Server) Tail(n int) string { return s.tail.Tail(n) }
 func sameMinor(a, b string) bool {
 	pa, pb := strings.SplitN(a, ".", 3), strings.SplitN(b, ".", 3)
 	return len(pa) == 3 && len(pb) == 3 && pa[0] == pb[0] && pa[1] == pb[1]
+}
+
+// authRefused reports whether err is etcd's refusal of a request without a
+// token (or without the permission), which only a serving server answers.
+func authRefused(err error) bool {
+	return err != nil && (status.Convert(err).Message() == status.Convert(rpctypes.ErrGRPCUserEmpty).Message() ||
+		status.Code(err) == codes.PermissionDenied)
 }

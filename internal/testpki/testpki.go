@@ -33,6 +33,10 @@ type PKI struct {
 	StrangerCert, StrangerKey string
 	// CRLFile is the CA's revocation list, DER (as etcd reads it).
 	CRLFile string
+
+	ca     *x509.Certificate
+	caKey  *ecdsa.PrivateKey
+	serial int64 // the last serial number given
 }
 
 // New makes a PKI in a fresh temporary directory.
@@ -40,6 +44,7 @@ func New(t testing.TB) *PKI {
 	t.Helper()
 	p := &PKI{Dir: t.TempDir()}
 	ca, caKey := p.authority(t, "revd test CA")
+	p.ca, p.caKey, p.serial = ca, caKey, 5
 	p.CAFile = p.write(t, "ca.pem", "CERTIFICATE", ca.Raw)
 	p.ServerCert, p.ServerKey = p.leaf(t, "server", ca, caKey, 2, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth})
 	p.ClientCert, p.ClientKey = p.leaf(t, "client", ca, caKey, 3, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth})
@@ -60,6 +65,14 @@ func New(t testing.TB) *PKI {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// ClientFor makes a client certificate whose common name is cn, signed by
+// the CA, and returns the paths of the certificate and its key.
+func (p *PKI) ClientFor(t testing.TB, cn string) (cert, key string) {
+	t.Helper()
+	p.serial++
+	return p.leaf(t, cn, p.ca, p.caKey, p.serial, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth})
 }
 
 func (p *PKI) authority(t testing.TB, name string) (*x509.Certificate, *ecdsa.PrivateKey) {
