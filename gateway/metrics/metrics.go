@@ -17,6 +17,7 @@
 //     _watch_stream_total;
 //   - leases: etcd_debugging_lease_granted_total, _revoked_total and
 //     _renewed_total, and etcd_debugging_server_lease_expired_total;
+//   - auth: etcd_debugging_auth_revision;
 //   - the disk: etcd_disk_wal_fsync_duration_seconds and
 //     etcd_disk_backend_commit_duration_seconds, both the time each group
 //     commit took to write and sync its batch (revd's journal commit is
@@ -187,6 +188,8 @@ var families = []family{
 		stat(func(st *server.Stats) int64 { return st.SlowWatchers })),
 	gauge("etcd_debugging_mvcc_watch_stream_total", "Total number of watch streams.", nil,
 		stat(func(st *server.Stats) int64 { return st.WatchStreams })),
+	gauge("etcd_debugging_auth_revision", "The current revision of auth store.", nil,
+		stat(func(st *server.Stats) int64 { return st.AuthRevision })),
 	counter("etcd_debugging_lease_granted_total", "The total number of granted leases.",
 		stat(func(st *server.Stats) int64 { return st.LeasesGranted })),
 	counter("etcd_debugging_lease_revoked_total", "The total number of revoked leases.",

@@ -172,6 +172,7 @@ func testMetrics(t *testing.T, kind string, extraArgs []string) {
 		"etcd_debugging_mvcc_slow_watcher_total", "etcd_debugging_mvcc_watch_stream_total",
 		"etcd_debugging_lease_granted_total", "etcd_debugging_lease_revoked_total",
 		"etcd_debugging_lease_renewed_total", "etcd_debugging_server_lease_expired_total",
+		"etcd_debugging_auth_revision",
 	}
 	var diffs []string
 	for deadline := time.Now().Add(5 * time.Second); ; {
