@@ -147,6 +147,7 @@ func (j *Journal) ScanBase() iter.Seq2[ScannedEntry, error] {
 
 // knownRanges are the key ranges of the layout in doc.go, in key order.
 var knownRanges = [][2][]byte{
+	{[]byte(authPrefix), {authPrefix[0], authPrefix[1] + 1}},
 	{baseLower, baseUpper},
 	{[]byte(leasePrefix), {leasePrefix[0], leasePrefix[1] + 1}},
 	{metaLower, metaUpper},
@@ -154,7 +155,7 @@ var knownRanges = [][2][]byte{
 }
 
 // ForeignKeys iterates over the Pebble keys that belong to none of the
-// layout's prefixes ("b/", "l/", "m/", "r"): keys revd never writes. It
+// layout's prefixes ("a/", "b/", "l/", "m/", "r"): keys revd never writes. It
 // skips over the known ranges without reading them.
 func (j *Journal) ForeignKeys() iter.Seq2[[]byte, error] {
 	return func(yield func([]byte, error) bool) {

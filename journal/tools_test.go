@@ -188,7 +188,7 @@ func TestScanBaseAndForeignKeys(t *testing.T) {
 		v := rawGet(t, db, victim)
 		v[0] ^= 0x01
 		rawSet(t, db, victim, v)
-		for _, k := range []string{"a", "b0", "l/lease", "m/other", "q", "s", "zzz"} {
+		for _, k := range []string{"a", "a/revision", "b0", "l/lease", "m/other", "q", "s", "zzz"} {
 			rawSet(t, db, []byte(k), []byte("x"))
 		}
 	})
