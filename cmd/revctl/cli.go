@@ -55,6 +55,9 @@ type globalFlags struct {
 	dialTimeout   time.Duration
 	writeOut      string
 	hex           bool
+	user          string // --user: "name[:password]"
+	password      string
+	authToken     string // --auth-jwt-token
 }
 
 const (
@@ -72,6 +75,9 @@ func (g *globalFlags) define(fs *flagSet) {
 	fs.fs.StringVar(&g.writeOut, "write-out", "simple", "output format (simple, json, fields, protobuf, table)")
 	fs.shorthand('w', "write-out")
 	fs.fs.BoolVar(&g.hex, "hex", false, "print keys and values as hex encoded strings")
+	fs.fs.StringVar(&g.user, "user", "", "username[:password] for authentication (revctl does not prompt: without a password here or in --password it fails)")
+	fs.fs.StringVar(&g.password, "password", "", "password for authentication (if this option is used, --user option shouldn't include password)")
+	fs.fs.StringVar(&g.authToken, "auth-jwt-token", "", "JWT token used for authentication (if this option is used, --user and --password should not be set)")
 }
 
 // runner runs one revctl command line. Its fields are the process's
@@ -115,6 +121,7 @@ func commands() []command {
 		{"watch", "watch [options] <key> [range_end]", "Watches events stream on keys or prefixes", watchCommand},
 		{"endpoint", "endpoint status", "Endpoint related commands", endpointCommand},
 		{"lease", "lease <subcommand> [options] [arguments]", "Lease related commands", leaseCommand},
+		{"auth", "auth status", "Authentication status (manage users, roles and auth enable/disable with etcdctl)", authCommand},
 		{"journal", "journal <subcommand> [options] [arguments]", "Exports, imports, verifies and rebuilds a data directory's journal", journalCommand},
 	}
 }
@@ -179,6 +186,7 @@ func (r *runner) dispatch(args []string) error {
 var globalValueFlags = map[string]bool{
 	"nats-url": true, "subject-prefix": true, "timeout": true, "command-timeout": true,
 	"dial-timeout": true, "write-out": true, "w": true,
+	"user": true, "password": true, "auth-jwt-token": true,
 }
 
 // splitCommand finds the command name: the first argument that is neither
@@ -225,17 +233,26 @@ func findCommand(name string) (command, error) {
 	return command{}, fmt.Errorf("unknown command %q for \"revctl\"", name)
 }
 
-// client connects on first use, after the command checked its arguments
-// (as etcdctl does).
+// client connects on first use, after the command checked its arguments,
+// and authenticates if the auth flags say so (as etcdctl does: a failed
+// authentication is a failed connection, exit 2).
 func (r *runner) client() (kvClient, error) {
 	if r.kv != nil {
 		return r.kv, nil
+	}
+	cred, err := r.g.credentials()
+	if err != nil {
+		return nil, err
 	}
 	kv, release, err := r.connect(r.g)
 	if err != nil {
 		return nil, &exitErr{code: exitBadConnection, err: err}
 	}
-	r.kv, r.release = kv, release
+	r.release = release
+	if kv, err = r.login(kv, cred); err != nil {
+		return nil, &exitErr{code: exitBadConnection, err: err}
+	}
+	r.kv = kv
 	return kv, nil
 }
 

@@ -70,6 +70,8 @@ func TestSplitCommand(t *testing.T) {
 		{[]string{"--nats-url", "nats://x", "-w", "json", "get", "k"}, "get", []string{"--nats-url", "nats://x", "-w", "json", "k"}},
 		{[]string{"--hex", "get"}, "get", []string{"--hex"}},
 		{[]string{"--timeout=1s", "-wjson", "put", "k", "v"}, "put", []string{"--timeout=1s", "-wjson", "k", "v"}},
+		{[]string{"--user", "alice:pw", "--password", "x", "--auth-jwt-token", "t", "get", "k"}, "get",
+			[]string{"--user", "alice:pw", "--password", "x", "--auth-jwt-token", "t", "k"}},
 		{[]string{"-h"}, "help", nil},
 		{nil, "", nil},
 	} {

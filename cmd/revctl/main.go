@@ -1,11 +1,15 @@
 // Command revctl is a command line client for revd over NATS, in the
 // manner of etcdctl: the same commands, flags, output formats and exit
 // codes for get, put, del, txn, compaction and endpoint status, with
-// --nats-url in place of --endpoints.
+// --nats-url in place of --endpoints. With etcd's authentication on,
+// --user NAME:PASSWORD (or --user NAME --password PASSWORD) authenticates
+// first and sends the token with every request, as etcdctl does; revctl
+// does not prompt for a missing password.
 //
 //	revctl put foo bar
 //	revctl get foo --prefix -w json
 //	revctl txn -i
+//	revctl --user alice:alicepw get /app/ --prefix
 package main
 
 import (

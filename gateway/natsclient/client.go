@@ -17,6 +17,12 @@
 //   - other NATS failures (closed connection, message larger than
 //     max_payload, ...): the nats.go error, wrapped with the subject;
 //   - a reply that does not decode: ErrBadReply, wrapped.
+//
+// Authentication: a client made with Options.Token, or by WithToken, sends
+// its token in the Revd-Token header of every request (KV, lease,
+// maintenance, auth, and a watch's create, cancel, progress and keep-alive
+// requests), as etcd's clients send theirs in gRPC metadata. Authenticate
+// answers a token for a user name and password (see auth.go).
 package natsclient
 
 import (
@@ -58,6 +64,10 @@ type Options struct {
 	// Timeout bounds each call, in addition to the caller's context.
 	// Default DefaultTimeout.
 	Timeout time.Duration
+
+	// Token, if set, is sent with every request (see WithToken). Default
+	// none: requests carry no token, as with authentication off.
+	Token string
 }
 
 // ErrNoServer matches (errors.Is) the error returned when no revd server
@@ -73,6 +83,7 @@ type Client struct {
 	nc      *nats.Conn
 	prefix  string
 	timeout time.Duration
+	token   string // sent in headerToken when set
 }
 
 // New returns a client that sends requests over nc.
@@ -83,7 +94,17 @@ func New(nc *nats.Conn, opts Options) *Client {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	return &Client{nc: nc, prefix: opts.SubjectPrefix, timeout: opts.Timeout}
+	return &Client{nc: nc, prefix: opts.SubjectPrefix, timeout: opts.Timeout, token: opts.Token}
+}
+
+// WithToken returns a copy of c that sends token with every request ("":
+// none), over the same connection; c itself is unchanged. A Watch started
+// on the copy sends the token with each of its requests, including the
+// creates that resume it.
+func (c *Client) WithToken(token string) *Client {
+	cp := *c
+	cp.token = token
+	return &cp
 }
 
 // Range gets the keys in a range (KV.Range).
@@ -127,16 +148,8 @@ func do[Resp any, PResp interface {
 	if err != nil {
 		return nil, fmt.Errorf("natsclient: %s: encode request: %w", subject, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	msg, err := c.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: data})
+	msg, err := c.request(ctx, &nats.Msg{Subject: subject, Data: data})
 	if err != nil {
-		if errors.Is(err, nats.ErrNoResponders) {
-			return nil, &noServerError{subject: subject}
-		}
-		return nil, fmt.Errorf("natsclient: %s: %w", subject, err)
-	}
-	if err := replyError(subject, msg); err != nil {
 		return nil, err
 	}
 	resp := PResp(new(Resp))
@@ -144,6 +157,31 @@ func do[Resp any, PResp interface {
 		return nil, fmt.Errorf("%w from %s: %v", ErrBadReply, subject, err)
 	}
 	return resp, nil
+}
+
+// request sends msg, with the client's token if it has one, and returns
+// the reply, or the error it carries. Every request of the client goes
+// through here.
+func (c *Client) request(ctx context.Context, msg *nats.Msg) (*nats.Msg, error) {
+	if c.token != "" {
+		if msg.Header == nil {
+			msg.Header = nats.Header{}
+		}
+		msg.Header.Set(headerToken, c.token)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	reply, err := c.nc.RequestMsgWithContext(ctx, msg)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			return nil, &noServerError{subject: msg.Subject}
+		}
+		return nil, fmt.Errorf("natsclient: %s: %w", msg.Subject, err)
+	}
+	if err := replyError(msg.Subject, reply); err != nil {
+		return nil, err
+	}
+	return reply, nil
 }
 
 // replyError decodes a micro error reply into the error etcd's clientv3

@@ -2,7 +2,6 @@ package natsclient
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -147,10 +146,13 @@ func (w *watchLoop) run(ctx context.Context, s *watchSession) {
 	for {
 		done := w.follow(ctx, s, ka.C)
 		s.sub.Unsubscribe()
+		if ctx.Err() != nil {
+			// The caller is done, even if ctx ended a keep-alive in
+			// flight: end the session rather than leave it to expire.
+			w.cancelSession(s)
+			return
+		}
 		if done {
-			if ctx.Err() != nil {
-				w.cancelSession(s)
-			}
 			return
 		}
 		for {
@@ -260,21 +262,4 @@ func (w *watchLoop) cancelSession(s *watchSession) {
 	msg.Data = data
 	msg.Header.Set(headerWatchSession, s.id)
 	_, _ = w.c.request(ctx, msg)
-}
-
-// request sends msg and returns the reply, or the error it carries.
-func (c *Client) request(ctx context.Context, msg *nats.Msg) (*nats.Msg, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	reply, err := c.nc.RequestMsgWithContext(ctx, msg)
-	if err != nil {
-		if errors.Is(err, nats.ErrNoResponders) {
-			return nil, &noServerError{subject: msg.Subject}
-		}
-		return nil, fmt.Errorf("natsclient: %s: %w", msg.Subject, err)
-	}
-	if err := replyError(msg.Subject, reply); err != nil {
-		return nil, err
-	}
-	return reply, nil
 }
