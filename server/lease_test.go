@@ -147,6 +147,12 @@ func TestLeaseExpiryDeletesKeysInOneRevision(t *testing.T) {
 	}
 	mustPut(t, s, "keep", "v")
 	before := s.Header().Revision // 5
+	// The lease actor has the grant before the clock moves: each commit
+	// reaches its mailbox before the write is answered, and a request
+	// queued after them is answered after them. Without this the actor
+	// could take the grant late, at the moved clock, and give the lease its
+	// deadline from there.
+	ttl(t, s, 7)
 
 	clock.Advance(10*time.Second - time.Nanosecond)
 	settle(t, s)
