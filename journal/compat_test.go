@@ -129,7 +129,7 @@ func TestRecordWireCompatibility(t *testing.T) {
 
 func TestBaseEntryWireCompatibility(t *testing.T) {
 	kv := testRecord().Events[0].Kv
-	v, err := appendBaseValue(nil, kv)
+	v, err := appendBaseValue(nil, kv, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

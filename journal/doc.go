@@ -80,7 +80,13 @@
 //	CRC      CRC-32C (Castagnoli), big-endian, over the payload.
 //	Payload  proto.Marshal of the key's mvccpb.KeyValue (key,
 //	         create_revision, mod_revision, version, value, lease). Its key
-//	         must equal the user key in the Pebble key.
+//	         must equal the user key in the Pebble key. When the put was not
+//	         the first change of its revision, field 1000 (varint) follows,
+//	         last: the put's sub-revision, its index among the revision's
+//	         events (etcd's revision.Sub, which HashKV hashes). It is not
+//	         part of the KeyValue and is taken off before decoding; absent
+//	         means 0 (and entries written before it existed, or imported,
+//	         lack it).
 //
 // A lease entry records one granted lease (id and TTL); it is written in
 // the batch that grants the lease and deleted in the batch that revokes it

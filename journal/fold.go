@@ -90,7 +90,7 @@ func (j *Journal) foldChunk(base, upTo int64, chunk int) (int64, error) {
 			k := baseKey(ev.Kv.Key)
 			if ev.Type == mvccpb.Event_DELETE {
 				err = b.Delete(k, nil)
-			} else if buf, err = appendBaseValue(buf[:0], ev.Kv); err == nil {
+			} else if buf, err = appendBaseValue(buf[:0], ev.Kv, int64(i)); err == nil {
 				err = b.Set(k, buf, nil)
 			}
 			if err != nil {

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"math"
@@ -198,14 +199,24 @@ func baseKey(k []byte) []byte {
 	return append(append(make([]byte, 0, len(basePrefix)+len(k)), basePrefix...), k...)
 }
 
-// appendBaseValue appends the base snapshot entry of kv: its checksum and
-// the marshaled KeyValue.
-func appendBaseValue(dst []byte, kv *mvccpb.KeyValue) ([]byte, error) {
+// baseFieldSub is the field of a base entry's payload that holds the
+// sub-revision of the put it records (see doc.go): far above KeyValue's own
+// fields, and stripped before the payload is decoded as a KeyValue.
+const baseFieldSub protowire.Number = 1000
+
+// appendBaseValue appends the base snapshot entry of kv, put as change sub
+// of its revision: its checksum, the marshaled KeyValue and, when sub is not
+// 0, the sub-revision.
+func appendBaseValue(dst []byte, kv *mvccpb.KeyValue, sub int64) ([]byte, error) {
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
 	dst, err := proto.MarshalOptions{}.MarshalAppend(dst, kv)
 	if err != nil {
 		return dst[:start], err
+	}
+	if sub != 0 {
+		dst = protowire.AppendTag(dst, baseFieldSub, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, uint64(sub))
 	}
 	binary.BigEndian.PutUint32(dst[start:], crc32.Checksum(dst[start+crcLen:], castagnoli))
 	return dst, nil
@@ -214,23 +225,59 @@ func appendBaseValue(dst []byte, kv *mvccpb.KeyValue) ([]byte, error) {
 // decodeBaseValue checks and decodes the base snapshot entry stored under
 // Pebble key k. Errors wrap ErrCorrupt and name the key.
 func decodeBaseValue(k, v []byte) (*mvccpb.KeyValue, error) {
+	kv, _, err := decodeBaseEntry(k, v)
+	return kv, err
+}
+
+// decodeBaseEntry is decodeBaseValue with the sub-revision of the put.
+func decodeBaseEntry(k, v []byte) (*mvccpb.KeyValue, int64, error) {
 	userKey := k[len(basePrefix):]
 	if len(v) < crcLen {
-		return nil, fmt.Errorf("%w: base entry %q: value of %d bytes is too short", ErrCorrupt, userKey, len(v))
+		return nil, 0, fmt.Errorf("%w: base entry %q: value of %d bytes is too short", ErrCorrupt, userKey, len(v))
 	}
 	payload := v[crcLen:]
 	if stored, computed := binary.BigEndian.Uint32(v), crc32.Checksum(payload, castagnoli); stored != computed {
-		return nil, fmt.Errorf("%w: base entry %q: checksum mismatch (stored %#08x, computed %#08x)",
+		return nil, 0, fmt.Errorf("%w: base entry %q: checksum mismatch (stored %#08x, computed %#08x)",
 			ErrCorrupt, userKey, stored, computed)
+	}
+	payload, sub, err := cutBaseSub(payload)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: base entry %q: %v", ErrCorrupt, userKey, err)
 	}
 	kv := new(mvccpb.KeyValue)
 	if err := proto.Unmarshal(payload, kv); err != nil {
-		return nil, fmt.Errorf("%w: base entry %q: %v", ErrCorrupt, userKey, err)
+		return nil, 0, fmt.Errorf("%w: base entry %q: %v", ErrCorrupt, userKey, err)
 	}
 	if string(kv.Key) != string(userKey) {
-		return nil, fmt.Errorf("%w: base entry %q holds key %q", ErrCorrupt, userKey, kv.Key)
+		return nil, 0, fmt.Errorf("%w: base entry %q holds key %q", ErrCorrupt, userKey, kv.Key)
 	}
-	return kv, nil
+	return kv, sub, nil
+}
+
+// cutBaseSub returns a base entry's payload without its sub-revision
+// field, and the sub-revision (0 when absent: entries written before the
+// field existed, and puts that were the first change of their revision).
+// appendBaseValue writes the field last.
+func cutBaseSub(payload []byte) ([]byte, int64, error) {
+	for p := payload; len(p) > 0; {
+		num, typ, n := protowire.ConsumeTag(p)
+		if n < 0 {
+			return nil, 0, protowire.ParseError(n)
+		}
+		m := protowire.ConsumeFieldValue(num, typ, p[n:])
+		if m < 0 {
+			return nil, 0, protowire.ParseError(m)
+		}
+		if num == baseFieldSub {
+			sub, k := protowire.ConsumeVarint(p[n:])
+			if typ != protowire.VarintType || k < 0 || len(p) != n+m || int64(sub) < 0 {
+				return nil, 0, errors.New("malformed sub-revision field")
+			}
+			return payload[:len(payload)-len(p)], int64(sub), nil
+		}
+		p = p[n+m:]
+	}
+	return payload, 0, nil
 }
 
 func encodeUint64(v uint64) []byte {

@@ -135,7 +135,7 @@ func (l *Loader) AddBase(kv *mvccpb.KeyValue) error {
 			kv.Key, kv.CreateRevision, kv.ModRevision, kv.Version))
 	}
 	var err error
-	if l.buf, err = appendBaseValue(l.buf[:0], kv); err != nil {
+	if l.buf, err = appendBaseValue(l.buf[:0], kv, 0); err != nil {
 		return l.fail(fmt.Errorf("journal: load: base entry %q: %w", kv.Key, err))
 	}
 	if err := l.b.Set(baseKey(kv.Key), l.buf, nil); err != nil {

@@ -24,57 +24,16 @@ import (
 // The loop body may call other methods of the Journal, Commit included.
 func (j *Journal) Records(from, to int64) iter.Seq2[Record, error] {
 	return func(yield func(Record, error) bool) {
-		if err := j.life.enter(); err != nil {
-			yield(Record{}, err)
-			return
-		}
-		defer j.life.exit()
-		from := max(from, 1) // a copy: the sequence may be ranged over again
-		// Pebble makes a write visible before its WAL sync completes: never
-		// yield a record past the last one Commit has seen synced.
-		to := to
-		if last := j.lastRev.Load(); to == 0 || to > last {
-			to = last
-		}
-		if to < from {
-			return
-		}
-
-		// The snapshot makes the base revision and the records one view,
-		// whatever a concurrent Fold does.
-		snap := j.db.NewSnapshot()
-		defer snap.Close()
-		base, _, err := getUint64(snap, keyBaseRev)
+		v, err := j.View()
 		if err != nil {
 			yield(Record{}, err)
 			return
 		}
-		if from <= int64(base) {
-			yield(Record{}, fmt.Errorf("%w: records from %d requested, base revision is %d", ErrFolded, from, base))
-			return
-		}
-		it, err := snap.NewIter(&pebble.IterOptions{LowerBound: recordKey(from), UpperBound: recordUpperBound(to)})
-		if err != nil {
-			yield(Record{}, readErr("read records", err))
-			return
-		}
-		defer it.Close()
-		for ok := it.First(); ok; ok = it.Next() {
-			if j.life.stopping.Load() {
-				yield(Record{}, ErrClosed)
+		defer v.Close()
+		for rec, err := range v.Records(from, to) {
+			if !yield(rec, err) || err != nil {
 				return
 			}
-			rec, err := readRecord(it)
-			if err != nil {
-				yield(Record{}, err)
-				return
-			}
-			if !yield(rec, nil) {
-				return
-			}
-		}
-		if err := it.Error(); err != nil {
-			yield(Record{}, readErr("read records", err))
 		}
 	}
 }
@@ -101,49 +60,16 @@ func readRecord(it *pebble.Iterator) (Record, error) {
 // separate call: the two agree only while no Fold runs, as at start-up.
 func (j *Journal) Base() iter.Seq2[*mvccpb.KeyValue, error] {
 	return func(yield func(*mvccpb.KeyValue, error) bool) {
-		if err := j.life.enter(); err != nil {
-			yield(nil, err)
-			return
-		}
-		defer j.life.exit()
-		snap := j.db.NewSnapshot()
-		defer snap.Close()
-		base, _, err := getUint64(snap, keyBaseRev)
+		v, err := j.View()
 		if err != nil {
 			yield(nil, err)
 			return
 		}
-		it, err := snap.NewIter(&pebble.IterOptions{LowerBound: baseLower, UpperBound: baseUpper})
-		if err != nil {
-			yield(nil, readErr("read base", err))
-			return
-		}
-		defer it.Close()
-		for ok := it.First(); ok; ok = it.Next() {
-			if j.life.stopping.Load() {
-				yield(nil, ErrClosed)
+		defer v.Close()
+		for e, err := range v.Base() {
+			if !yield(e.KV, err) || err != nil {
 				return
 			}
-			v, err := it.ValueAndErr()
-			if err != nil {
-				yield(nil, readErr(fmt.Sprintf("read base entry %q", it.Key()[len(basePrefix):]), err))
-				return
-			}
-			kv, err := decodeBaseValue(it.Key(), v)
-			if err == nil && (kv.ModRevision <= 0 || kv.ModRevision > int64(base)) {
-				err = fmt.Errorf("%w: base entry %q: mod revision %d outside (0, base revision %d]",
-					ErrCorrupt, kv.Key, kv.ModRevision, base)
-			}
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			if !yield(kv, nil) {
-				return
-			}
-		}
-		if err := it.Error(); err != nil {
-			yield(nil, readErr("read base", err))
 		}
 	}
 }

@@ -49,6 +49,8 @@ func TestStats(t *testing.T) {
 	for _, e := range []*mvccpb.KeyValue{kv("a", "1", 2, 2, 1), kv("b", "22", 3, 3, 1), kv("c", "333", 3, 3, 1)} {
 		baseBytes += 4 + int64(proto.Size(e))
 	}
+	baseBytes += 3 // c was the second put of revision 3: its sub-revision, field 1000 (2 bytes) of 1
+
 	ro := openRO(t, dir)
 	got, err := ComputeStats(ro, dir)
 	if err != nil {

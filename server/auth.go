@@ -146,6 +146,9 @@ func (s *Server) requireUser(ctx context.Context) error {
 	})
 }
 
+// RequireAdmin is requireAdmin, for the gateways' own calls.
+func (s *Server) RequireAdmin(ctx context.Context) error { return s.requireAdmin(ctx) }
+
 // requireAdmin is etcd's AuthAdmin.isPermitted: the caller must hold the
 // root role.
 func (s *Server) requireAdmin(ctx context.Context) error {

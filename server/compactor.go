@@ -15,24 +15,38 @@ import (
 // A compaction at C folds the records below C, and keeps C's own record: a
 // watch may start at the compaction revision, and etcd then sends that
 // revision's events, deletions included, in operation order.
+//
+// Before it folds, it hands each compaction to compacted (etcd computes a
+// hash at each compaction, over history the fold then removes).
 type compactor struct {
-	j   *journal.Journal
-	log *slog.Logger
+	j         *journal.Journal
+	log       *slog.Logger
+	compacted func(prev, rev int64)
 
-	mu     sync.Mutex
-	cond   sync.Cond
-	target int64 // newest compaction to fold up to
-	folded int64 // folded so far
-	err    error // last Fold error, reported to waiters
-	closed bool
-	done   chan struct{}
+	mu      sync.Mutex
+	cond    sync.Cond
+	target  int64      // newest compaction to fold up to
+	folded  int64      // folded so far
+	pending [][2]int64 // compactions (previous, new) not yet handed to compacted
+	err     error      // last Fold error, reported to waiters
+	closed  bool
+	done    chan struct{}
 }
 
-func newCompactor(j *journal.Journal, log *slog.Logger) *compactor {
-	c := &compactor{j: j, log: log, folded: j.BaseRev(), target: j.BaseRev(), done: make(chan struct{})}
+func newCompactor(j *journal.Journal, log *slog.Logger, compacted func(prev, rev int64)) *compactor {
+	c := &compactor{j: j, log: log, compacted: compacted, folded: j.BaseRev(), target: j.BaseRev(), done: make(chan struct{})}
 	c.cond.L = &c.mu
 	go c.run()
 	return c
+}
+
+// accepted tells of a durable compaction at rev, prev being the one before
+// it (-1: none), and asks for the journal to be folded below it.
+func (c *compactor) accepted(prev, rev int64) {
+	c.mu.Lock()
+	c.pending = append(c.pending, [2]int64{prev, rev})
+	c.mu.Unlock()
+	c.schedule(rev)
 }
 
 // schedule asks for the journal to be folded below rev (a durable
@@ -51,14 +65,18 @@ func (c *compactor) run() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for {
-		for !c.closed && c.folded >= c.target {
+		for !c.closed && c.folded >= c.target && len(c.pending) == 0 {
 			c.cond.Wait()
 		}
 		if c.closed {
 			return
 		}
-		target := c.target
+		target, pending := c.target, c.pending
+		c.pending = nil
 		c.mu.Unlock()
+		for _, p := range pending {
+			c.compacted(p[0], p[1])
+		}
 		err := c.j.Fold(target, 0)
 		c.mu.Lock()
 		if err != nil {

@@ -45,6 +45,7 @@ type Server struct {
 	stats       counters
 	alarms      alarms
 	auth        *authGate
+	hashes      compactionHashes
 
 	// committed is the newest durable revision; compactRev the newest
 	// durable compaction (-1: none). Both move on the writer goroutine
@@ -119,7 +120,7 @@ func New(opts Options) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
-	s.comp = newCompactor(j, opts.Logger.With("component", "compactor"))
+	s.comp = newCompactor(j, opts.Logger.With("component", "compactor"), s.compactionHash)
 	if compactRev-1 > j.BaseRev() {
 		s.comp.schedule(compactRev)
 	}
@@ -141,6 +142,7 @@ func (s *Server) onCommit(b *sequencer.Batch) {
 		s.committed.Store(b.Records[n-1].Revision)
 	}
 	s.stats.countCommitted(b)
+	prevCompact := s.compactRev.Load()
 	if b.Compact {
 		s.compactRev.Store(b.CompactRev)
 	}
@@ -150,7 +152,7 @@ func (s *Server) onCommit(b *sequencer.Batch) {
 	}
 	if b.Compact {
 		s.set.DispatchCompact(s.system.Root, b.CompactRev)
-		s.comp.schedule(b.CompactRev)
+		s.comp.accepted(prevCompact, b.CompactRev)
 	}
 	s.leaseCommitted(b)
 }

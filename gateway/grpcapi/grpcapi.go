@@ -12,8 +12,9 @@
 // journal), Auth (etcd's users, roles, permissions and tokens; see
 // server/auth.go), and Downgrade as an etcd with no downgrade job that
 // cannot start one; gRPC's health service (grpc.health.v1.Health, SERVING),
-// as etcd registers it; Lock and Election (lockelection.go). Maintenance's
-// Hash and HashKV answer codes.Unimplemented until revd has them.
+// as etcd registers it; Lock and Election (lockelection.go), and HashKV
+// (server/hashkv.go). Maintenance's Hash, a hash of etcd's whole bbolt
+// database, answers codes.Unimplemented.
 package grpcapi
 
 import (
@@ -134,6 +135,20 @@ func (m *maintenance) Snapshot(r *pb.SnapshotRequest, srv pb.Maintenance_Snapsho
 
 func (m *maintenance) Downgrade(ctx context.Context, r *pb.DowngradeRequest) (*pb.DowngradeResponse, error) {
 	return m.srv.Downgrade(ctx, r)
+}
+
+func (m *maintenance) HashKV(ctx context.Context, r *pb.HashKVRequest) (*pb.HashKVResponse, error) {
+	return m.srv.HashKV(ctx, r)
+}
+
+// Hash is etcd's hash of its whole bbolt database (every bucket: members,
+// leases, auth...), which revd, whose journal is not bbolt, has no
+// equivalent of: a root caller gets Unimplemented.
+func (m *maintenance) Hash(ctx context.Context, r *pb.HashRequest) (*pb.HashResponse, error) {
+	if err := m.srv.RequireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	return m.UnimplementedMaintenanceServer.Hash(ctx, r)
 }
 
 func (m *maintenance) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {

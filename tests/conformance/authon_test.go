@@ -245,6 +245,7 @@ func TestAuthPermissions(t *testing.T) {
 		{"alarm get", &pb.AlarmRequest{Action: pb.AlarmRequest_GET}},
 		{"alarm deactivate", &pb.AlarmRequest{Action: pb.AlarmRequest_DEACTIVATE, Alarm: pb.AlarmType_NOSPACE}},
 		{"defragment", &pb.DefragmentRequest{}},
+		{"hashkv", &pb.HashKVRequest{}},
 		{"member list", &pb.MemberListRequest{}},
 		{"member add, bad url", &pb.MemberAddRequest{PeerURLs: []string{"::"}}},
 		{"member add", &pb.MemberAddRequest{PeerURLs: []string{"http://10.0.0.9:2380"}}},

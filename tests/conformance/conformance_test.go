@@ -50,6 +50,12 @@ func TestRandomWorkload(t *testing.T) {
 	for rev := from; rev <= g.Rev; rev++ {
 		h.Do(fmt.Sprintf("final sweep at revision %d", rev), &pb.RangeRequest{Key: []byte{0}, RangeEnd: []byte{0}, Revision: rev})
 	}
+	// etcd's HashKV of what is left, at 40 revisions (each reads it all).
+	for i := range 40 {
+		rev := from + (g.Rev-from)*int64(i)/39
+		h.Do(fmt.Sprintf("final hash at revision %d", rev), &pb.HashKVRequest{Revision: rev})
+	}
+	h.Do("final hash now", &pb.HashKVRequest{})
 	h.Do("final compacted read", &pb.RangeRequest{Key: []byte{0}, RangeEnd: []byte{0}, Revision: from - 1})
 	h.Do("final future read", &pb.RangeRequest{Key: []byte{0}, RangeEnd: []byte{0}, Revision: g.Rev + 1})
 	t.Logf("store at revision %d, compacted at %d", g.Rev, g.CompactRev)

@@ -160,6 +160,8 @@ func Call(c *testutil.Clients, req proto.Message) Answer {
 		resp, err = nilIfErr(c.Maintenance.Alarm(ctx, r))
 	case *pb.DefragmentRequest:
 		resp, err = nilIfErr(c.Maintenance.Defragment(ctx, r))
+	case *pb.HashKVRequest:
+		resp, err = nilIfErr(c.Maintenance.HashKV(ctx, r))
 	case *pb.MoveLeaderRequest:
 		resp, err = nilIfErr(c.Maintenance.MoveLeader(ctx, r))
 	case *pb.MemberListRequest:

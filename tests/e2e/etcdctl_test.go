@@ -188,6 +188,12 @@ func ctlSession() []ctlCase {
 		c("get", "health"),
 		c("endpoint", "health"),
 		c("endpoint", "status", "-w", "json"),
+		c("endpoint", "hashkv"),
+		c("endpoint", "hashkv", "--rev", "5"),
+		c("endpoint", "hashkv", "--rev", "6", "-w", "json"),
+		c("endpoint", "hashkv", "--rev", "2"),
+		c("endpoint", "hashkv", "--rev", "1000"),
+		c("endpoint", "hashkv", "-w", "table"),
 	}
 }
 
