@@ -239,19 +239,6 @@ func (s *Server) checkAlarms(req proto.Message) error {
 	return nil
 }
 
-// admit runs both checks around validate, in etcd's order.
-func (s *Server) admit(req proto.Message, validate func() error) error {
-	if err := s.checkQuota(req); err != nil {
-		return err
-	}
-	if validate != nil {
-		if err := validate(); err != nil {
-			return err
-		}
-	}
-	return s.checkAlarms(req)
-}
-
 // quotaSize is the journal size the quota compares (journal.DataSize): its
 // tables as measured at most sizeRefresh ago, and what was committed since
 // the last flush.

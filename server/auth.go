@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/server/v3/auth"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // Authentication and authorization are etcd's: revd runs etcd's own auth
@@ -43,11 +44,33 @@ const (
 // before the checks.
 type authGate struct {
 	mu    sync.RWMutex // changes: write, through their commit; checks: read
-	on    atomic.Bool  // the store's IsAuthEnabled, updated under mu
+	mode  atomic.Int32 // authOff, authOn (the store's IsAuthEnabled) or authBroken; set under mu
 	store auth.AuthStore
 	be    *authBackend
 	cost  int // bcrypt cost
 	cn    bool
+}
+
+// The gate's modes. authBroken follows an auth change whose journal commit
+// failed: the store in memory may hold it though it is not durable, so
+// every call that consults the store fails from then on (as every write
+// does once the journal failed), until a restart reads the durable state.
+const (
+	authOff int32 = iota
+	authOn
+	authBroken
+)
+
+// setMode records the store's switch, unless the gate is broken; under mu.
+func (g *authGate) setMode() {
+	switch {
+	case g.be.failed() != nil:
+		g.mode.Store(authBroken)
+	case g.store.IsAuthEnabled():
+		g.mode.Store(authOn)
+	default:
+		g.mode.Store(authOff)
+	}
 }
 
 // openAuth loads the auth store from the journal. A fresh store gets
@@ -68,7 +91,7 @@ func (s *Server) openAuth() error {
 		g.store.Close()
 		return err
 	}
-	g.on.Store(g.store.IsAuthEnabled())
+	g.setMode()
 	s.auth = g
 	return nil
 }
@@ -83,7 +106,7 @@ func (s *Server) onAuthFail(err error) {
 }
 
 // AuthEnabled reports whether authentication is on.
-func (s *Server) AuthEnabled() bool { return s.auth.on.Load() }
+func (s *Server) AuthEnabled() bool { return s.auth.mode.Load() != authOff }
 
 // authInfo is etcd's EtcdServer.AuthInfoFromCtx: the caller named by the
 // token in ctx's metadata ("token", or "authorization" as the JSON gateway
@@ -108,42 +131,81 @@ func AsServer(ctx context.Context) context.Context {
 	return context.WithValue(ctx, internalKey{}, true)
 }
 
-// check runs f with the caller of ctx (an empty AuthInfo if none), under
-// the gate's read lock, and returns its error as etcd's gRPC error. With
-// authentication off it does nothing.
-func (s *Server) check(ctx context.Context, f func(*auth.AuthInfo) error) error {
+// errAuthBroken is what every call consulting the auth store gets once an
+// auth change failed to journal: etcd's "corrupt cluster", as writes get.
+var errAuthBroken = rpctypes.ErrGRPCCorrupt
+
+// caller is the caller of a request, resolved as etcd's API layer resolves
+// it before anything is proposed: nil with authentication off (or for
+// revd's own calls, AsServer), an empty AuthInfo for a request that names
+// no one; etcd's "invalid auth token" for a token that names no one. It
+// takes no lock: permit judges it.
+func (s *Server) caller(ctx context.Context) (*auth.AuthInfo, error) {
 	g := s.auth
-	if !g.on.Load() {
-		return nil
+	switch g.mode.Load() {
+	case authOff:
+		return nil, nil
+	case authBroken:
+		return nil, errAuthBroken
 	}
 	if ctx.Value(internalKey{}) != nil {
-		return nil
-	}
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	if !g.on.Load() {
-		return nil
+		return nil, nil
 	}
 	ai, err := g.authInfo(ctx)
 	if err != nil {
-		return authError(err)
+		return nil, authError(err)
 	}
 	if ai == nil {
 		ai = &auth.AuthInfo{}
 	}
+	return ai, nil
+}
+
+// Caller is the user a request's token (or certificate) names, for the
+// front doors' own bookkeeping (a NATS watch session's owner): "" with
+// authentication off, or when the request names no one; etcd's "invalid
+// auth token" for a token that names no one.
+func (s *Server) Caller(ctx context.Context) (string, error) {
+	ai, err := s.caller(ctx)
+	if err != nil || ai == nil {
+		return "", err
+	}
+	return ai.Username, nil
+}
+
+// permit runs f for ai, a caller, under the gate's read lock, and returns
+// its error as etcd's gRPC error; with ai nil, or authentication turned
+// off meanwhile, it does nothing. f must not wait for anything.
+func (s *Server) permit(ai *auth.AuthInfo, f func(*auth.AuthInfo) error) error {
+	if ai == nil {
+		return nil
+	}
+	g := s.auth
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	switch g.mode.Load() {
+	case authOff:
+		return nil
+	case authBroken:
+		return errAuthBroken
+	}
 	return authError(f(ai))
+}
+
+// check is permit for the caller of ctx.
+func (s *Server) check(ctx context.Context, f func(*auth.AuthInfo) error) error {
+	ai, err := s.caller(ctx)
+	if err != nil {
+		return err
+	}
+	return s.permit(ai, f)
 }
 
 // requireUser is etcd's requireAuthInfo: with authentication on, a valid
 // token (or certificate) must name a caller; whether it exists is not
 // checked.
 func (s *Server) requireUser(ctx context.Context) error {
-	return s.check(ctx, func(ai *auth.AuthInfo) error {
-		if ai.Username == "" && ai.Revision == 0 {
-			return auth.ErrUserEmpty
-		}
-		return nil
-	})
+	return s.check(ctx, userNamed)
 }
 
 // RequireAdmin is requireAdmin, for the gateways' own calls.
@@ -194,29 +256,36 @@ var authErrors = []struct{ err, grpc error }{
 	{auth.ErrAuthOldRevision, rpctypes.ErrGRPCAuthOldRevision},
 }
 
-// change runs f, one of the auth store's changes, for a caller holding the
-// root role (etcd's needAdminPermission), after the caller's token is
-// checked as etcd checks it before proposing. It holds the gate's write
-// lock through f, whose store call journals the change, and returns the
-// journal's failure if that commit failed (the server then refuses writes).
-func (s *Server) change(ctx context.Context, f func() error) error {
+// change runs f, one of the auth store's changes (req, the request), for a
+// caller holding the root role (etcd's needAdminPermission), after the
+// caller's token and the request's size are checked as etcd checks them
+// before proposing. It holds the gate's write lock through f, whose store
+// call journals the change, and returns the journal's failure if that
+// commit failed (the server then refuses writes).
+func (s *Server) change(ctx context.Context, req proto.Message, f func() error) error {
 	g := s.auth
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err := s.failedErr(); err != nil {
 		return err
 	}
+	if g.mode.Load() == authBroken {
+		return errAuthBroken
+	}
 	ai, err := g.authInfo(ctx)
 	if err != nil {
 		return authError(err)
+	}
+	if err := s.checkSize(irFieldOf(req), req, ai); err != nil {
+		return err
 	}
 	if err := g.store.IsAdminPermitted(ai); err != nil {
 		return authError(err)
 	}
 	err = f()
-	g.on.Store(g.store.IsAuthEnabled())
-	if g.be.failed() != nil {
-		return rpctypes.ErrGRPCCorrupt
+	g.setMode()
+	if g.mode.Load() == authBroken {
+		return errAuthBroken
 	}
 	return authError(err)
 }

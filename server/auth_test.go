@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 
@@ -9,6 +10,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/metadata"
+
+	"revd/journal"
 )
 
 func openAuthT(t *testing.T, dir string) *Server {
@@ -148,6 +151,49 @@ func TestAuthChangeBeforeChecks(t *testing.T) {
 	for range 4 {
 		if err := <-done; err != nil {
 			t.Fatalf("a put that started after the revoke: %v", err)
+		}
+	}
+}
+
+// TestAuthCommitFailure: an auth change whose journal commit fails is
+// refused, and the server then refuses every call that consults the auth
+// store, rather than serve a change that is not durable (etcd's "corrupt
+// cluster", as writes get once the journal failed).
+func TestAuthCommitFailure(t *testing.T) {
+	s := openAuthT(t, t.TempDir())
+	defer s.Close()
+	setupAuth(t, s)
+	alice := login(t, s, "alice", "alicepw")
+	root := login(t, s, "root", "rootpw")
+	s.auth.be.commit = func([]journal.AuthChange) error { return errors.New("disk on fire") }
+	if _, err := s.RoleGrantPermission(root, &pb.AuthRoleGrantPermissionRequest{Name: "a",
+		Perm: &authpb.Permission{PermType: authpb.READ, Key: []byte("b")}}); err != rpctypes.ErrGRPCCorrupt {
+		t.Fatalf("a grant that failed to journal: %v", err)
+	}
+	for name, call := range map[string]func() error{
+		"the granted read": func() error {
+			_, err := s.Range(alice, &pb.RangeRequest{Key: []byte("b")})
+			return err
+		},
+		"a read alice had": func() error {
+			_, err := s.Range(alice, &pb.RangeRequest{Key: []byte("a/1")})
+			return err
+		},
+		"authenticate": func() error {
+			_, err := s.Authenticate(context.Background(), &pb.AuthenticateRequest{Name: "alice", Password: "alicepw"})
+			return err
+		},
+		"role get": func() error {
+			_, err := s.RoleGet(root, &pb.AuthRoleGetRequest{Role: "a"})
+			return err
+		},
+		"auth disable": func() error {
+			_, err := s.AuthDisable(root, &pb.AuthDisableRequest{})
+			return err
+		},
+	} {
+		if err := call(); err != rpctypes.ErrGRPCCorrupt {
+			t.Errorf("%s after the failed change: %v", name, err)
 		}
 	}
 }

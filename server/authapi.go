@@ -23,14 +23,20 @@ import (
 // authRead runs read, a read of the auth store, under the gate's read lock,
 // after checking a token the caller sent: for a caller holding the root
 // role, or one open allows (nil: none).
-func authRead[Req any, Resp proto.Message](s *Server, ctx context.Context, r Req, open func(*auth.AuthInfo) bool, read func(Req) (Resp, error)) (Resp, error) {
+func authRead[Req proto.Message, Resp proto.Message](s *Server, ctx context.Context, r Req, open func(*auth.AuthInfo) bool, read func(Req) (Resp, error)) (Resp, error) {
 	var zero Resp
 	g := s.auth
 	g.mu.RLock()
 	defer g.mu.RUnlock()
+	if g.mode.Load() == authBroken {
+		return zero, errAuthBroken
+	}
 	ai, err := g.authInfo(ctx)
 	if err != nil {
 		return zero, authError(err)
+	}
+	if err := s.checkSize(irFieldOf(r), r, ai); err != nil {
+		return zero, err
 	}
 	if err := g.store.IsAdminPermitted(ai); err != nil && (open == nil || !open(ai)) {
 		return zero, authError(err)
@@ -57,9 +63,9 @@ func (s *Server) hashPassword(password string) (string, error) {
 
 // adminChange runs change, one of the auth store's changes, for a caller
 // holding the root role, and answers its response with the header filled.
-func adminChange[Req any, Resp proto.Message](s *Server, ctx context.Context, r Req, change func(Req) (Resp, error)) (Resp, error) {
+func adminChange[Req proto.Message, Resp proto.Message](s *Server, ctx context.Context, r Req, change func(Req) (Resp, error)) (Resp, error) {
 	var resp Resp
-	err := s.change(ctx, func() (err error) {
+	err := s.change(ctx, r, func() (err error) {
 		resp, err = change(r)
 		return err
 	})
@@ -105,6 +111,12 @@ func (s *Server) AuthStatus(ctx context.Context, r *pb.AuthStatusRequest) (*pb.A
 func (s *Server) Authenticate(ctx context.Context, r *pb.AuthenticateRequest) (*pb.AuthenticateResponse, error) {
 	g := s.auth
 	for {
+		if g.mode.Load() == authBroken {
+			return nil, errAuthBroken
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, toStatus(err) // the caller went: no more bcrypt for it
+		}
 		checked, err := g.store.CheckPassword(r.Name, r.Password)
 		if err != nil {
 			return nil, authError(err)

@@ -34,18 +34,67 @@ import (
 // denied". The checks are made when the request arrives, before it is
 // sequenced; etcd makes the KV ones when it applies the request.
 
-// permitKV checks a KV request (Range, Put, DeleteRange, Txn).
-func (s *Server) permitKV(ctx context.Context, req proto.Message) error {
-	return s.check(ctx, func(ai *auth.AuthInfo) error { return s.kvAllowed(ctx, ai, req) })
+// checkKV checks a KV request of the caller of ctx.
+func (s *Server) checkKV(ctx context.Context, req proto.Message) error {
+	ai, err := s.caller(ctx)
+	if err != nil {
+		return err
+	}
+	return s.permitKV(ctx, ai, req)
 }
 
-func (s *Server) kvAllowed(ctx context.Context, ai *auth.AuthInfo, req proto.Message) error {
+// permitKV checks a KV request (Range, Put, DeleteRange, Txn) of ai, a
+// caller. The keys of the leases its puts name are fetched first, without
+// the gate's lock (etcd reads them when it applies the request).
+func (s *Server) permitKV(ctx context.Context, ai *auth.AuthInfo, req proto.Message) error {
+	if ai == nil {
+		return nil
+	}
+	leases := map[int64][][]byte{}
+	if err := s.leaseKeysOf(ctx, req, leases); err != nil {
+		return err
+	}
+	return s.permit(ai, func(ai *auth.AuthInfo) error { return s.kvAllowed(ai, req, leases) })
+}
+
+// leaseKeysOf adds to leases the keys of every lease a put of req (a Put,
+// or a Txn's, nested ones too) names.
+func (s *Server) leaseKeysOf(ctx context.Context, req proto.Message, leases map[int64][][]byte) error {
+	switch r := req.(type) {
+	case *pb.PutRequest:
+		if _, ok := leases[r.Lease]; r.Lease == 0 || ok {
+			return nil
+		}
+		keys, err := s.leaseKeys(ctx, r.Lease)
+		leases[r.Lease] = keys
+		return err
+	case *pb.TxnRequest:
+		for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
+			for _, op := range ops {
+				var sub proto.Message
+				if p := op.GetRequestPut(); p != nil {
+					sub = p
+				} else if t := op.GetRequestTxn(); t != nil {
+					sub = t
+				}
+				if sub != nil {
+					if err := s.leaseKeysOf(ctx, sub, leases); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Server) kvAllowed(ai *auth.AuthInfo, req proto.Message, leases map[int64][][]byte) error {
 	st := s.auth.store
 	switch r := req.(type) {
 	case *pb.RangeRequest:
 		return st.IsRangePermitted(ai, r.Key, r.RangeEnd)
 	case *pb.PutRequest:
-		return s.putAllowed(ctx, ai, r)
+		return s.putAllowed(ai, r, leases)
 	case *pb.DeleteRangeRequest:
 		if err := st.IsDeleteRangePermitted(ai, r.Key, r.RangeEnd); err != nil {
 			return err
@@ -55,19 +104,19 @@ func (s *Server) kvAllowed(ctx context.Context, ai *auth.AuthInfo, req proto.Mes
 		}
 		return nil
 	case *pb.TxnRequest:
-		return s.txnAllowed(ctx, ai, r)
+		return s.txnAllowed(ai, r, leases)
 	}
 	return nil
 }
 
 // putAllowed is etcd's checkPutAuth.
-func (s *Server) putAllowed(ctx context.Context, ai *auth.AuthInfo, r *pb.PutRequest) error {
+func (s *Server) putAllowed(ai *auth.AuthInfo, r *pb.PutRequest, leases map[int64][][]byte) error {
 	st := s.auth.store
 	if err := st.IsPutPermitted(ai, r.Key); err != nil {
 		return err
 	}
 	if r.Lease != 0 {
-		if err := s.leaseKeysAllowed(ctx, ai, r.Lease, st.IsPutPermitted); err != nil {
+		if err := s.keysAllowed(ai, leases[r.Lease], st.IsPutPermitted); err != nil {
 			return err
 		}
 	}
@@ -80,7 +129,7 @@ func (s *Server) putAllowed(ctx context.Context, ai *auth.AuthInfo, r *pb.PutReq
 // txnAllowed is etcd's checkTxnPermission: compares, then the success
 // operations, then the failure ones; a DeleteRange's read check (prev_kv)
 // comes before its write check here, as in etcd.
-func (s *Server) txnAllowed(ctx context.Context, ai *auth.AuthInfo, r *pb.TxnRequest) error {
+func (s *Server) txnAllowed(ai *auth.AuthInfo, r *pb.TxnRequest, leases map[int64][][]byte) error {
 	st := s.auth.store
 	for _, c := range r.Compare {
 		if err := st.IsRangePermitted(ai, c.Key, c.RangeEnd); err != nil {
@@ -95,7 +144,7 @@ func (s *Server) txnAllowed(ctx context.Context, ai *auth.AuthInfo, r *pb.TxnReq
 				rr := op.GetRequestRange()
 				err = st.IsRangePermitted(ai, rr.Key, rr.RangeEnd)
 			case op.GetRequestPut() != nil:
-				err = s.putAllowed(ctx, ai, op.GetRequestPut())
+				err = s.putAllowed(ai, op.GetRequestPut(), leases)
 			case op.GetRequestDeleteRange() != nil:
 				dr := op.GetRequestDeleteRange()
 				if dr.PrevKv {
@@ -105,7 +154,7 @@ func (s *Server) txnAllowed(ctx context.Context, ai *auth.AuthInfo, r *pb.TxnReq
 					err = st.IsDeleteRangePermitted(ai, dr.Key, dr.RangeEnd)
 				}
 			case op.GetRequestTxn() != nil:
-				err = s.txnAllowed(ctx, ai, op.GetRequestTxn())
+				err = s.txnAllowed(ai, op.GetRequestTxn(), leases)
 			}
 			if err != nil {
 				return err
@@ -115,16 +164,12 @@ func (s *Server) txnAllowed(ctx context.Context, ai *auth.AuthInfo, r *pb.TxnReq
 	return nil
 }
 
-// leaseKeysAllowed checks allowed (a write or read check) on every key
-// lease id holds, unless the caller has the root role; an unknown lease
-// passes (the request then fails as etcd's does without one).
-func (s *Server) leaseKeysAllowed(ctx context.Context, ai *auth.AuthInfo, id int64, allowed func(*auth.AuthInfo, []byte) error) error {
+// keysAllowed checks allowed (a write or read check) on each of keys, a
+// lease's, unless the caller has the root role (etcd's checkLeasePutsKeys
+// and its lease calls' checks).
+func (s *Server) keysAllowed(ai *auth.AuthInfo, keys [][]byte, allowed func(*auth.AuthInfo, []byte) error) error {
 	if s.auth.store.IsAdminPermitted(ai) == nil {
 		return nil
-	}
-	keys, err := s.leaseKeys(ctx, id)
-	if err != nil {
-		return err
 	}
 	for _, k := range keys {
 		if err := allowed(ai, k); err != nil {
@@ -132,6 +177,11 @@ func (s *Server) leaseKeysAllowed(ctx context.Context, ai *auth.AuthInfo, id int
 		}
 	}
 	return nil
+}
+
+// pointRead is IsRangePermitted on one key.
+func (s *Server) pointRead(ai *auth.AuthInfo, key []byte) error {
+	return s.auth.store.IsRangePermitted(ai, key, nil)
 }
 
 // leaseKeys lists the keys lease id holds (none if it does not exist).
@@ -142,29 +192,32 @@ func (s *Server) leaseKeys(ctx context.Context, id int64) ([][]byte, error) {
 	return info.Keys, err
 }
 
-// keysAllowed is the check of the keys a lease call lists: read permission
-// on each, unless the caller has the root role.
-func (s *Server) keysAllowed(ai *auth.AuthInfo, keys [][]byte) error {
-	if s.auth.store.IsAdminPermitted(ai) == nil {
+// permitLeaseKeys is the check of LeaseRevoke and of each renewal, for ai, a
+// caller: a user, and write permission on the lease's keys, fetched before
+// the check.
+func (s *Server) permitLeaseKeys(ctx context.Context, ai *auth.AuthInfo, id int64) error {
+	if ai == nil {
 		return nil
 	}
-	for _, k := range keys {
-		if err := s.auth.store.IsRangePermitted(ai, k, nil); err != nil {
+	keys, err := s.leaseKeys(ctx, id)
+	if err != nil {
+		return err
+	}
+	return s.permit(ai, func(ai *auth.AuthInfo) error {
+		if err := userNamed(ai); err != nil {
 			return err
 		}
-	}
-	return nil
+		return s.keysAllowed(ai, keys, s.auth.store.IsPutPermitted)
+	})
 }
 
-// permitLeaseKeys is the check of LeaseRevoke and of each renewal: a user,
-// and write permission on the lease's keys.
-func (s *Server) permitLeaseKeys(ctx context.Context, id int64) error {
-	return s.check(ctx, func(ai *auth.AuthInfo) error {
-		if ai.Username == "" && ai.Revision == 0 {
-			return auth.ErrUserEmpty
-		}
-		return s.leaseKeysAllowed(ctx, ai, id, s.auth.store.IsPutPermitted)
-	})
+// userNamed is etcd's requireAuthInfo on a caller: someone must be named
+// (whether they exist is not checked).
+func userNamed(ai *auth.AuthInfo) error {
+	if ai.Username == "" && ai.Revision == 0 {
+		return auth.ErrUserEmpty
+	}
+	return nil
 }
 
 // WatchPermitted is the check of a watch's creation (etcd's

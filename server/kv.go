@@ -8,6 +8,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/server/v3/auth"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -22,7 +23,7 @@ func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespon
 	if err := etcdkv.CheckRange(r); err != nil {
 		return nil, err
 	}
-	if err := s.permitKV(ctx, r); err != nil {
+	if err := s.checkKV(ctx, r); err != nil {
 		return nil, err
 	}
 	resp, err := s.rangeShards(ctx, r)
@@ -77,7 +78,7 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 		return nil, err
 	}
 	if etcdkv.IsTxnReadOnly(r) {
-		if err := s.permitKV(ctx, r); err != nil {
+		if err := s.checkKV(ctx, r); err != nil {
 			return nil, err
 		}
 		var resp *pb.TxnResponse
@@ -91,13 +92,7 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 		s.fill(resp.Header)
 		return resp, nil
 	}
-	if err := s.checkSize(txnField, r); err != nil {
-		return nil, err
-	}
-	if err := s.checkAlarms(r); err != nil {
-		return nil, err
-	}
-	if err := s.permitKV(ctx, r); err != nil {
+	if err := s.admitValid(ctx, txnField, r); err != nil {
 		return nil, err
 	}
 	resp, err := s.propose(ctx, r)
@@ -113,9 +108,12 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 // caller's, and must not block. It returns false, calling nothing, for any
 // other request (a read-only Txn among them): serve those with the
 // blocking methods. It is the gRPC front door's fast path, where a parked
-// goroutine per write cost more than the write.
+// goroutine per write cost more than the write. With authentication on it
+// takes nothing either: its checks may wait (for the auth store's lock
+// while a change is journaled, for the lease actor), which the caller's
+// goroutine must not.
 func (s *Server) StartWrite(ctx context.Context, req proto.Message, done func(proto.Message, error)) bool {
-	if !s.IsWrite(req) {
+	if !s.IsWrite(req) || s.AuthEnabled() {
 		return false // a read-only Txn: Txn checks it and reads
 	}
 	err := s.admitWrite(ctx, req)
@@ -133,14 +131,33 @@ func (s *Server) StartWrite(ctx context.Context, req proto.Message, done func(pr
 }
 
 // admitWrite makes every check of a Put, DeleteRange or writing Txn before
-// it is sequenced, in etcd's order but for the permissions: quota,
-// validation, alarms, then the caller's token and permissions (etcd checks
-// those before the alarms, when it applies the request).
+// it is sequenced, in etcd's order: quota, validation, then admitValid.
 func (s *Server) admitWrite(ctx context.Context, req proto.Message) error {
-	if err := s.admit(req, func() error { return s.checkWrite(req) }); err != nil {
+	if err := s.checkQuota(req); err != nil {
 		return err
 	}
-	return s.permitKV(ctx, req)
+	field, err := s.validateWrite(req)
+	if err != nil {
+		return err
+	}
+	return s.admitValid(ctx, field, req)
+}
+
+// admitValid is the rest of a valid write's checks, as etcd makes them
+// (before it proposes, then when it applies): the caller's token, the
+// request's size, the alarms, the caller's permissions.
+func (s *Server) admitValid(ctx context.Context, field protowire.Number, req proto.Message) error {
+	ai, err := s.caller(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.checkSize(field, req, ai); err != nil {
+		return err
+	}
+	if err := s.checkAlarms(req); err != nil {
+		return err
+	}
+	return s.permitKV(ctx, ai, req)
 }
 
 // IsWrite reports whether StartWrite takes req: a Put, a DeleteRange or a
@@ -155,34 +172,31 @@ func (s *Server) IsWrite(req proto.Message) bool {
 	return false
 }
 
-// checkWrite validates a Put, DeleteRange or Txn as etcd does before it
-// proposes one, size limit included.
-func (s *Server) checkWrite(req proto.Message) error {
-	var err error
-	var field protowire.Number
+// validateWrite validates a Put, DeleteRange or Txn as etcd's gRPC layer
+// does, and returns the field of etcd's raft request that would carry it.
+func (s *Server) validateWrite(req proto.Message) (protowire.Number, error) {
 	switch r := req.(type) {
 	case *pb.PutRequest:
-		err, field = etcdkv.CheckPut(r), putField
+		return putField, etcdkv.CheckPut(r)
 	case *pb.DeleteRangeRequest:
-		err, field = etcdkv.CheckDeleteRange(r), deleteRangeField
+		return deleteRangeField, etcdkv.CheckDeleteRange(r)
 	case *pb.TxnRequest:
-		err, field = etcdkv.CheckTxn(r, s.opts.MaxTxnOps), txnField
-	default:
-		return fmt.Errorf("server: %T is not a write request", req)
+		return txnField, etcdkv.CheckTxn(r, s.opts.MaxTxnOps)
 	}
-	if err != nil {
-		return err
-	}
-	return s.checkSize(field, req)
+	return 0, fmt.Errorf("server: %T is not a write request", req)
 }
 
 // Compact compacts the history at r.Revision. With Physical, the answer
 // waits until the journal space below it has been reclaimed.
 func (s *Server) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
-	if err := s.requireAdmin(ctx); err != nil {
+	ai, err := s.caller(ctx)
+	if err != nil {
 		return nil, err
 	}
-	if err := s.checkSize(compactionField, r); err != nil {
+	if err := s.permit(ai, s.auth.store.IsAdminPermitted); err != nil {
+		return nil, err
+	}
+	if err := s.checkSize(compactionField, r, ai); err != nil {
 		return nil, err
 	}
 	if err := s.checkAlarms(r); err != nil {
@@ -296,9 +310,10 @@ var replies = sync.Pool{New: func() any {
 
 // checkSize refuses a write whose raft entry would exceed etcd's
 // --max-request-bytes, measured as etcd measures it: the InternalRaftRequest
-// with its header and the request in the given field (see raftsize.go).
-func (s *Server) checkSize(field protowire.Number, r proto.Message) error {
-	if raftRequestSize(s.requestID(), field, r) > s.opts.MaxRequestBytes {
+// with its header (the caller ai, with authentication on) and the request
+// in the given field (see raftsize.go).
+func (s *Server) checkSize(field protowire.Number, r proto.Message, ai *auth.AuthInfo) error {
+	if raftRequestSize(s.requestID(), ai, field, r) > s.opts.MaxRequestBytes {
 		return rpctypes.ErrGRPCRequestTooLarge
 	}
 	return nil

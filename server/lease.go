@@ -91,10 +91,14 @@ const maxIDRetries = 8
 // LeaseGrant grants a lease: with ID 0 the server picks one, as etcd does
 // (member bits, a millisecond timestamp, a counter; always positive).
 func (s *Server) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
-	if err := s.admit(r, nil); err != nil {
+	// etcd's order: quota, the caller, the alarms.
+	if err := s.checkQuota(r); err != nil {
 		return nil, err
 	}
 	if err := s.requireUser(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.checkAlarms(r); err != nil {
 		return nil, err
 	}
 	req := &pb.LeaseGrantRequest{ID: r.ID, TTL: r.TTL}
@@ -118,10 +122,18 @@ func (s *Server) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.L
 
 // LeaseRevoke revokes a lease, deleting its keys at one revision.
 func (s *Server) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
+	// etcd's order: the caller, the alarms, the permissions on the keys.
+	ai, err := s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.permit(ai, userNamed); err != nil {
+		return nil, err
+	}
 	if err := s.checkAlarms(r); err != nil {
 		return nil, err
 	}
-	if err := s.permitLeaseKeys(ctx, r.ID); err != nil {
+	if err := s.permitLeaseKeys(ctx, ai, r.ID); err != nil {
 		return nil, err
 	}
 	resp, err := s.propose(ctx, &pb.LeaseRevokeRequest{ID: r.ID})
@@ -139,7 +151,11 @@ func (s *Server) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb
 // authentication on, the caller needs write permission on the lease's keys;
 // an error ends etcd's stream.
 func (s *Server) LeaseKeepAliveOnce(ctx context.Context, r *pb.LeaseKeepAliveRequest) (*pb.LeaseKeepAliveResponse, error) {
-	if err := s.permitLeaseKeys(ctx, r.ID); err != nil {
+	ai, err := s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.permitLeaseKeys(ctx, ai, r.ID); err != nil {
 		return nil, err
 	}
 	resp := &pb.LeaseKeepAliveResponse{Header: s.Header(), ID: r.ID}
@@ -168,7 +184,7 @@ func (s *Server) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveReque
 	if r.Keys {
 		// Read permission on every key listed, as etcd checks it.
 		if err := s.check(ctx, func(ai *auth.AuthInfo) error {
-			return s.keysAllowed(ai, info.Keys)
+			return s.keysAllowed(ai, info.Keys, s.pointRead)
 		}); err != nil {
 			return nil, err
 		}
@@ -186,23 +202,31 @@ func (s *Server) LeaseLeases(ctx context.Context, _ *pb.LeaseLeasesRequest) (*pb
 	if err != nil {
 		return nil, err
 	}
-	// A user, with read permission on every key of every lease.
-	if err := s.check(ctx, func(ai *auth.AuthInfo) error {
-		if ai.Username == "" && ai.Revision == 0 {
-			return auth.ErrUserEmpty
-		}
-		for _, id := range ids {
-			keys, err := s.leaseKeys(ctx, id)
-			if err != nil {
-				return err
-			}
-			if err := s.keysAllowed(ai, keys); err != nil {
-				return err
-			}
-		}
-		return nil
+	// A user; unless it has the root role, read permission on every key of
+	// every lease, fetched before the check.
+	ai, err := s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	admin := false
+	if err := s.permit(ai, func(ai *auth.AuthInfo) error {
+		admin = s.auth.store.IsAdminPermitted(ai) == nil
+		return userNamed(ai)
 	}); err != nil {
 		return nil, err
+	}
+	if ai != nil && !admin {
+		var keys [][]byte
+		for _, id := range ids {
+			k, err := s.leaseKeys(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			keys = append(keys, k...)
+		}
+		if err := s.permit(ai, func(ai *auth.AuthInfo) error { return s.keysAllowed(ai, keys, s.pointRead) }); err != nil {
+			return nil, err
+		}
 	}
 	resp := &pb.LeaseLeasesResponse{Header: s.Header(), Leases: make([]*pb.LeaseStatus, len(ids))}
 	for i, id := range ids {

@@ -5,12 +5,14 @@ import (
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/server/v3/auth"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
 // TestRaftRequestSize: the computed size is the size of the request etcd
-// builds, for every kind of write, small and large, and any request id.
+// builds, for every kind of write and auth request, small and large, any
+// request id, with and without a caller.
 func TestRaftRequestSize(t *testing.T) {
 	big := strings.Repeat("v", 200_000)
 	put := &pb.PutRequest{Key: []byte("k"), Value: []byte(big), Lease: 7, PrevKv: true}
@@ -20,7 +22,10 @@ func TestRaftRequestSize(t *testing.T) {
 		Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: put}}},
 	}
 	comp := &pb.CompactionRequest{Revision: 12345, Physical: true}
-	for _, id := range []uint64{0, 1, 1 << 20, 0xffff<<48 | 1<<39} {
+	role := &pb.AuthRoleAddRequest{Name: big}
+	callers := []*auth.AuthInfo{nil, {}, {Username: "alice", Revision: 7}, {Revision: 1 << 40}}
+	for i, id := range []uint64{0, 1, 1 << 20, 0xffff<<48 | 1<<39} {
+		ai := callers[i%len(callers)]
 		for _, c := range []struct {
 			ir    *pb.InternalRaftRequest
 			field protowire.Number
@@ -31,10 +36,15 @@ func TestRaftRequestSize(t *testing.T) {
 			{&pb.InternalRaftRequest{DeleteRange: del}, deleteRangeField, del},
 			{&pb.InternalRaftRequest{Txn: txn}, txnField, txn},
 			{&pb.InternalRaftRequest{Compaction: comp}, compactionField, comp},
+			{&pb.InternalRaftRequest{AuthRoleAdd: role}, irFieldOf(role), role},
+			{&pb.InternalRaftRequest{AuthEnable: &pb.AuthEnableRequest{}}, irFieldOf(&pb.AuthEnableRequest{}), &pb.AuthEnableRequest{}},
 		} {
 			c.ir.Header = &pb.RequestHeader{ID: id}
+			if ai != nil {
+				c.ir.Header.Username, c.ir.Header.AuthRevision = ai.Username, ai.Revision
+			}
 			want := proto.Size(c.ir)
-			if got := raftRequestSize(id, c.field, c.r); got != want {
+			if got := raftRequestSize(id, ai, c.field, c.r); got != want {
 				t.Errorf("id %d, %T: size %d, want %d", id, c.r, got, want)
 			}
 		}

@@ -29,7 +29,7 @@ func (s *Server) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) err
 	if etcdkv.HasRevisionFilters(r) {
 		return status.Errorf(codes.Unimplemented, "RangeStream does not support revision filters")
 	}
-	if err := s.permitKV(rs.Context(), r); err != nil {
+	if err := s.checkKV(rs.Context(), r); err != nil {
 		return err
 	}
 	r = proto.Clone(r).(*pb.RangeRequest)

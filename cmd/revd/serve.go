@@ -177,6 +177,11 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	}
 	log.Info("revd ready", "name", cfg.name, "client_urls", urls, "nats", natsDescription(cfg),
 		"member_id", fmt.Sprintf("%x", srv.MemberID()), "cluster_id", fmt.Sprintf("%x", srv.ClusterID()))
+	if srv.AuthEnabled() && (cfg.natsURL != "" || cfg.natsListen != natsapi.ListenOff) {
+		log.Warn("authentication is on, and the NATS bus carries every change (the commit feed), passwords (auth.authenticate) "+
+			"and tokens to whoever may subscribe: restrict it with NATS's own authorization, or run --nats-listen=off",
+			"nats", natsDescription(cfg))
+	}
 
 	select {
 	case <-ctx.Done():

@@ -63,6 +63,7 @@ func New(srv *server.Server, opts Options) *grpc.Server {
 		opts.MaxRequestBytes = server.DefaultMaxRequestBytes
 	}
 	gs := grpc.NewServer(
+		grpc.Creds(tlsPeer{}),
 		grpc.MaxRecvMsgSize(opts.MaxRequestBytes+grpcOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.MaxConcurrentStreams(math.MaxUint32),

@@ -59,12 +59,12 @@ type stoppableLock struct {
 }
 
 func (l *stoppableLock) Lock(ctx context.Context, r *v3lockpb.LockRequest) (*v3lockpb.LockResponse, error) {
-	resp, err := l.LockServer.Lock(ctx, r)
+	resp, err := l.LockServer.Lock(withToken(ctx), r)
 	return stopped(l.stopping, resp, err)
 }
 
 func (l *stoppableLock) Unlock(ctx context.Context, r *v3lockpb.UnlockRequest) (*v3lockpb.UnlockResponse, error) {
-	resp, err := l.LockServer.Unlock(ctx, r)
+	resp, err := l.LockServer.Unlock(withToken(ctx), r)
 	return stopped(l.stopping, resp, err)
 }
 
@@ -74,28 +74,28 @@ type stoppableElection struct {
 }
 
 func (e *stoppableElection) Campaign(ctx context.Context, r *v3electionpb.CampaignRequest) (*v3electionpb.CampaignResponse, error) {
-	resp, err := e.ElectionServer.Campaign(ctx, r)
+	resp, err := e.ElectionServer.Campaign(withToken(ctx), r)
 	return stopped(e.stopping, resp, err)
 }
 
 func (e *stoppableElection) Proclaim(ctx context.Context, r *v3electionpb.ProclaimRequest) (*v3electionpb.ProclaimResponse, error) {
-	resp, err := e.ElectionServer.Proclaim(ctx, r)
+	resp, err := e.ElectionServer.Proclaim(withToken(ctx), r)
 	return stopped(e.stopping, resp, err)
 }
 
 func (e *stoppableElection) Leader(ctx context.Context, r *v3electionpb.LeaderRequest) (*v3electionpb.LeaderResponse, error) {
-	resp, err := e.ElectionServer.Leader(ctx, r)
+	resp, err := e.ElectionServer.Leader(withToken(ctx), r)
 	return stopped(e.stopping, resp, err)
 }
 
 func (e *stoppableElection) Observe(r *v3electionpb.LeaderRequest, s v3electionpb.Election_ObserveServer) error {
-	err := e.ElectionServer.Observe(r, s)
+	err := e.ElectionServer.Observe(r, tokenStream{s})
 	_, err = stopped(e.stopping, struct{}{}, err)
 	return err
 }
 
 func (e *stoppableElection) Resign(ctx context.Context, r *v3electionpb.ResignRequest) (*v3electionpb.ResignResponse, error) {
-	resp, err := e.ElectionServer.Resign(ctx, r)
+	resp, err := e.ElectionServer.Resign(withToken(ctx), r)
 	return stopped(e.stopping, resp, err)
 }
 
@@ -115,14 +115,29 @@ func ForwardToken() []grpc.DialOption {
 	}
 }
 
+// tokenStream is an Observe stream whose context carries its caller's
+// token on, as withToken.
+type tokenStream struct {
+	v3electionpb.Election_ObserveServer
+}
+
+func (s tokenStream) Context() context.Context { return withToken(s.Election_ObserveServer.Context()) }
+
 // withToken copies ctx's incoming auth metadata to its outgoing metadata.
+// The services get such a context: the client they call through keeps a
+// watch stream per outgoing metadata, so each caller's watches go on a
+// stream of their own, opened with their own token, where etcd's share one.
+// On the connection, the client's interceptors (ForwardToken) find the
+// token there already and add nothing; a call made with a context the
+// services derive on their own is covered by them.
 func withToken(ctx context.Context) context.Context {
 	in, ok := metadata.FromIncomingContext(ctx)
 	if !ok {
 		return ctx
 	}
+	out, _ := metadata.FromOutgoingContext(ctx)
 	for _, k := range []string{rpctypes.TokenFieldNameGRPC, rpctypes.TokenFieldNameSwagger} {
-		if v := in.Get(k); len(v) > 0 {
+		if v := in.Get(k); len(v) > 0 && len(out.Get(k)) == 0 {
 			ctx = metadata.AppendToOutgoingContext(ctx, k, v[0])
 		}
 	}

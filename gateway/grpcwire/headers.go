@@ -166,10 +166,14 @@ func (b *headerBlock) emit(hf hpack.HeaderField) {
 		b.timeout = hf.Value
 	case "grpc-encoding":
 		b.encoding = hf.Value
-	case "token":
-		b.token = hf.Value
+	case "token": // the first one, as etcd reads it
+		if b.token == "" {
+			b.token = hf.Value
+		}
 	case "authorization":
-		b.authorization = hf.Value
+		if b.authorization == "" {
+			b.authorization = hf.Value
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package natsapi
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -11,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-	"github.com/nats-io/nuid"
+
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/grpc/codes"
@@ -56,8 +57,16 @@ type WatchServer interface {
 	NewWatchStream(ctx context.Context, sink watch.Sink) *watch.Stream
 }
 
+// callerNamer names the caller of a request's context (revd's
+// *server.Server: the user its token names, "" without authentication).
+// A WatchServer that is one binds each session to the user that opened it.
+type callerNamer interface {
+	Caller(ctx context.Context) (string, error)
+}
+
 type session struct {
-	id       string
+	id       string // random, 128 bits: not to be guessed
+	owner    string // the user that opened it ("": authentication off)
 	st       *watch.Stream
 	lastSeen atomic.Int64 // unix nanoseconds
 }
@@ -194,7 +203,7 @@ func (w *watchSessions) create(req micro.Request) {
 	}
 	var s *session
 	if id := req.Headers().Get(HeaderWatchSession); id != "" {
-		s = w.lookup(id)
+		s = w.lookup(req, id)
 		if s == nil {
 			reply(req, ErrUnknownWatchSession)
 			return
@@ -205,7 +214,12 @@ func (w *watchSessions) create(req micro.Request) {
 			reply(req, status.Errorf(codes.InvalidArgument, "natsapi: a new watch session needs the %s header", HeaderWatchInbox))
 			return
 		}
-		s = &session{id: nuid.Next(), st: w.srv.NewWatchStream(context.Background(), &natsSink{nc: w.nc, inbox: inbox})}
+		owner, err := w.caller(req)
+		if err != nil {
+			reply(req, err)
+			return
+		}
+		s = &session{id: rand.Text(), owner: owner, st: w.srv.NewWatchStream(context.Background(), &natsSink{nc: w.nc, inbox: inbox})}
 		s.lastSeen.Store(time.Now().UnixNano())
 		w.mu.Lock()
 		w.m[s.id] = s
@@ -238,7 +252,7 @@ func (w *watchSessions) progress(req micro.Request, s *session) error {
 
 func (w *watchSessions) withSession(f func(micro.Request, *session) error) micro.HandlerFunc {
 	return func(req micro.Request) {
-		s := w.lookup(req.Headers().Get(HeaderWatchSession))
+		s := w.lookup(req, req.Headers().Get(HeaderWatchSession))
 		if s == nil {
 			reply(req, ErrUnknownWatchSession)
 			return
@@ -247,15 +261,30 @@ func (w *watchSessions) withSession(f func(micro.Request, *session) error) micro
 	}
 }
 
-// lookup finds a live session and marks it seen.
-func (w *watchSessions) lookup(id string) *session {
+// lookup finds a live session for req and marks it seen: nil if there is
+// none, or if it is another user's (its existence is not told).
+func (w *watchSessions) lookup(req micro.Request, id string) *session {
 	w.mu.Lock()
 	s := w.m[id]
 	w.mu.Unlock()
-	if s != nil {
-		s.lastSeen.Store(time.Now().UnixNano())
+	if s == nil {
+		return nil
 	}
+	if s.owner != "" {
+		if caller, err := w.caller(req); err != nil || caller != s.owner {
+			return nil
+		}
+	}
+	s.lastSeen.Store(time.Now().UnixNano())
 	return s
+}
+
+// caller is the user req's token names ("" without authentication).
+func (w *watchSessions) caller(req micro.Request) (string, error) {
+	if cn, ok := w.srv.(callerNamer); ok {
+		return cn.Caller(requestContext(req))
+	}
+	return "", nil
 }
 
 func (w *watchSessions) close(id string) {

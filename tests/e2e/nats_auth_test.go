@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.etcd.io/etcd/api/v3/authpb"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/protobuf/proto"
 
 	"revd/gateway/natsclient"
 	"revd/tests/testutil"
@@ -123,6 +125,56 @@ func TestNATSAuth(t *testing.T) {
 	const reason = "rpc error: code = PermissionDenied desc = etcdserver: permission denied"
 	if r := recv(denied, "watch on b"); !r.Created || !r.Canceled || r.CancelReason != reason {
 		t.Fatalf("watch on b: %v, want created and canceled with %q", r, reason)
+	}
+
+	// A watch session is its opener's: another user, or no user, cannot
+	// find it (to cancel, probe, keep alive or add watches to it).
+	raw, err := nats.Connect(p.NATSURL, nats.Timeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	ask := func(endpoint, session, token string, data []byte) (string, error) {
+		msg := nats.NewMsg("revd." + endpoint)
+		msg.Data = data
+		if session == "" {
+			msg.Header.Set("Revd-Watch-Inbox", raw.NewRespInbox())
+		} else {
+			msg.Header.Set("Revd-Watch-Session", session)
+		}
+		if token != "" {
+			msg.Header.Set("Revd-Token", token)
+		}
+		r, err := raw.RequestMsg(msg, 10*time.Second)
+		if err != nil {
+			return "", err
+		}
+		return r.Header.Get("Revd-Watch-Session") + r.Header.Get("Nats-Service-Error-Code"), nil
+	}
+	rootAuth, err := nc.Authenticate(ctx, &pb.AuthenticateRequest{Name: "root", Password: "rootpw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := rootAuth.Token
+	create, _ := proto.Marshal(&pb.WatchCreateRequest{Key: []byte("a/1")})
+	sess, err := ask("watch.create", "", resp.Token, create)
+	if err != nil || len(sess) < 26 {
+		t.Fatalf("alice's new session: %q, %v", sess, err)
+	}
+	for _, c := range []struct{ endpoint, token, want string }{
+		{"watch.keepalive", "", "5"},
+		{"watch.keepalive", "forged.1", "5"},
+		{"watch.keepalive", resp.Token, sess},
+		{"watch.progress", root, "5"},
+		{"watch.create", "", "5"},
+	} {
+		data := []byte(nil)
+		if c.endpoint == "watch.create" {
+			data = create
+		}
+		if got, err := ask(c.endpoint, sess, c.token, data); err != nil || got != c.want {
+			t.Errorf("%s on alice's session with token %q: %q, %v; want %q", c.endpoint, c.token, got, err, c.want)
+		}
 	}
 
 	revctl := func(args ...string) (stdout, stderr string, code int) {

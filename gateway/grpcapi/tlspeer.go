@@ -1,0 +1,47 @@
+package grpcapi
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+
+	"google.golang.org/grpc/credentials"
+)
+
+// tlsPeer gives google.golang.org/grpc's server the TLS state of the
+// connections it is handed, as its TLS credentials would: revd terminates
+// TLS itself (the client port's listener, ALPN picking gRPC or HTTP), so
+// the server sees connections already through their handshake, which it
+// must not redo. Each call's peer (peer.FromContext) then carries a
+// credentials.TLSInfo, where etcd's auth store finds a client certificate's
+// common name. A connection that is not TLS gets no AuthInfo, as grpc-go's
+// insecure credentials would make no TLSInfo.
+type tlsPeer struct{}
+
+var errClientSide = errors.New("grpcapi: tlsPeer serves; it dials nothing")
+
+func (tlsPeer) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	for cc := c; cc != nil; {
+		if tc, ok := cc.(*tls.Conn); ok {
+			return c, credentials.TLSInfo{State: tc.ConnectionState(),
+				CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}, nil
+		}
+		w, ok := cc.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		cc = w.NetConn()
+	}
+	return c, nil, nil
+}
+
+func (tlsPeer) ClientHandshake(context.Context, string, net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return nil, nil, errClientSide
+}
+
+func (tlsPeer) Info() credentials.ProtocolInfo {
+	return credentials.ProtocolInfo{SecurityProtocol: "tls"}
+}
+func (tlsPeer) Clone() credentials.TransportCredentials { return tlsPeer{} }
+func (tlsPeer) OverrideServerName(string) error         { return nil }
