@@ -279,6 +279,17 @@ func TestAuthPermissions(t *testing.T) {
 	h.DoAsErr("leases as alice, once 200 went", "alice", &pb.LeaseLeasesRequest{})
 	h.DoAs("compact as root", "root", &pb.CompactionRequest{Revision: 3})
 	h.DoAs("read it all as root", "root", rng("\x00", "\x00"))
+
+	// With an alarm raised: which refusal comes first.
+	h.DoAs("raise CORRUPT", "root", &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, Alarm: pb.AlarmType_CORRUPT})
+	for _, user := range []string{"", "forged", "alice"} {
+		h.DoAs("put a under CORRUPT as "+user, user, put("a", "x"))
+		h.DoAs("put k under CORRUPT as "+user, user, put("k", "x"))
+		h.DoAs("lease grant under CORRUPT as "+user, user, &pb.LeaseGrantRequest{ID: 400, TTL: 60})
+		h.DoAs("lease revoke under CORRUPT as "+user, user, &pb.LeaseRevokeRequest{ID: 100})
+		h.DoAs("txn under CORRUPT as "+user, user, &pb.TxnRequest{Success: []*pb.RequestOp{op(put("a", "x"))}})
+	}
+	h.DoAs("clear CORRUPT", "root", &pb.AlarmRequest{Action: pb.AlarmRequest_DEACTIVATE, Alarm: pb.AlarmType_CORRUPT})
 }
 
 // TestAuthWatch: a watch needs read permission on what it watches when it
