@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -87,6 +88,18 @@ func (j *Journal) ChangeAuth(changes []AuthChange) error {
 	defer j.life.exit()
 	b := j.db.NewBatch()
 	defer b.Close()
+	if err := setAuth(b, changes); err != nil {
+		return fmt.Errorf("journal: auth: %w", err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("journal: auth: %w", err)
+	}
+	return nil
+}
+
+// setAuth writes changes into b. It is the one writer of the a/ keys:
+// ChangeAuth and Loader.AddAuth both use it.
+func setAuth(b *pebble.Batch, changes []AuthChange) error {
 	for _, c := range changes {
 		var err error
 		switch {
@@ -110,13 +123,51 @@ func (j *Journal) ChangeAuth(changes []AuthChange) error {
 			err = errors.New("empty change")
 		}
 		if err != nil {
-			return fmt.Errorf("journal: auth: %w", err)
+			return err
 		}
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("journal: auth: %w", err)
+	return nil
+}
+
+// Check reports whether st is a state Auth could return: no nil user or
+// role, every name non-empty, users and roles each in strictly increasing
+// name order (bytewise, the order of their keys), so no name twice.
+// References are not checked: etcd lets a user hold the root role without
+// a role of that name.
+func (st AuthState) Check() error {
+	var last []byte
+	for i, u := range st.Users {
+		switch {
+		case u == nil || len(u.Name) == 0:
+			return fmt.Errorf("journal: auth: user %d has no name", i+1)
+		case i > 0 && bytes.Compare(u.Name, last) <= 0:
+			return fmt.Errorf("journal: auth: user %q is not after %q (users are in name order, each once)", u.Name, last)
+		}
+		last = u.Name
+	}
+	for i, r := range st.Roles {
+		switch {
+		case r == nil || len(r.Name) == 0:
+			return fmt.Errorf("journal: auth: role %d has no name", i+1)
+		case i > 0 && bytes.Compare(r.Name, last) <= 0:
+			return fmt.Errorf("journal: auth: role %q is not after %q (roles are in name order, each once)", r.Name, last)
+		}
+		last = r.Name
 	}
 	return nil
+}
+
+// changes are the changes that write st into an empty auth store.
+func (st AuthState) changes() []AuthChange {
+	cs := make([]AuthChange, 0, 2+len(st.Users)+len(st.Roles))
+	cs = append(cs, AuthChange{Enabled: &st.Enabled}, AuthChange{Revision: &st.Revision})
+	for _, u := range st.Users {
+		cs = append(cs, AuthChange{PutUser: u})
+	}
+	for _, r := range st.Roles {
+		cs = append(cs, AuthChange{PutRole: r})
+	}
+	return cs
 }
 
 func putAuthProto(b *pebble.Batch, prefix string, name []byte, m proto.Message) error {

@@ -2,6 +2,9 @@ package journal
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -118,6 +121,77 @@ func TestAuthDamage(t *testing.T) {
 			defer closeT(t, j)
 			if _, err := j.Auth(); !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("Auth: %v, want ErrCorrupt", err)
+			}
+		})
+	}
+}
+
+// TestLoaderAuth: a Loader writes the auth store ChangeAuth would have
+// written, and refuses one Auth could not have returned.
+func TestLoaderAuth(t *testing.T) {
+	want := AuthState{Enabled: true, Revision: 9, Users: []*authpb.User{user("alice", "reader"), user("root", "root")},
+		Roles: []*authpb.Role{role("reader", "k"), role("root", "")}}
+	out := filepath.Join(t.TempDir(), "out")
+	l, err := NewLoader(out, LoadMeta{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.AddAuth(want); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	j := openT(t, out)
+	st, err := j.Auth()
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalAuth(t, st, want)
+	closeT(t, j)
+
+	for _, tt := range []struct {
+		name string
+		feed func(l *Loader) error
+		want string
+	}{
+		{"twice", func(l *Loader) error {
+			if err := l.AddAuth(AuthState{Revision: 2}); err != nil {
+				return err
+			}
+			return l.AddAuth(AuthState{Revision: 3})
+		}, "added twice"},
+		{"users out of order", func(l *Loader) error {
+			return l.AddAuth(AuthState{Users: []*authpb.User{user("root"), user("alice")}})
+		}, `user "alice" is not after "root"`},
+		{"user twice", func(l *Loader) error {
+			return l.AddAuth(AuthState{Users: []*authpb.User{user("alice"), user("alice")}})
+		}, `user "alice" is not after "alice"`},
+		{"role twice", func(l *Loader) error {
+			return l.AddAuth(AuthState{Roles: []*authpb.Role{role("a", "k"), role("b", "k"), role("b", "j")}})
+		}, `role "b" is not after "b"`},
+		{"user without a name", func(l *Loader) error {
+			return l.AddAuth(AuthState{Users: []*authpb.User{user("alice"), {Password: []byte("$2a$04$hash")}}})
+		}, "user 2 has no name"},
+		{"nil role", func(l *Loader) error {
+			return l.AddAuth(AuthState{Roles: []*authpb.Role{nil}})
+		}, "role 1 has no name"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			parent := t.TempDir()
+			l, err := NewLoader(filepath.Join(parent, "out"), LoadMeta{}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = tt.feed(l)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error = %v, want one containing %q", err, tt.want)
+			}
+			if _, err := l.Finish(); err == nil {
+				t.Fatal("Finish after a refused AddAuth succeeded")
+			}
+			if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+				t.Errorf("a refused load left %d entries in the parent", len(entries))
 			}
 		})
 	}

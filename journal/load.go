@@ -32,7 +32,8 @@ const loadBatchBytes = 4 << 20
 // Loader builds a new data directory from a base snapshot and records, as
 // the journal tools' import and rebuild do: AddBase for every base entry in
 // key order, then AddRecord for every record in revision order, then
-// Finish. The layout is the one Commit and Fold write (doc.go).
+// Finish; AddLease and AddAuth at any time before Finish. The layout is the
+// one Commit and Fold write (doc.go).
 //
 // The directory is built under a temporary name next to dir and renamed to
 // dir by Finish, after everything is synced: dir never holds a partial
@@ -54,6 +55,7 @@ type Loader struct {
 	nBase    int64
 	rev      int64 // the last record added; max(1, BaseRev) before the first
 	nRecords int64
+	auth     bool  // AddAuth was called
 	err      error // the first error; the Loader is then unusable
 }
 
@@ -157,6 +159,30 @@ func (l *Loader) AddLease(id, ttl int64) error {
 	if err := l.b.Set(leaseKey(id), leaseValue(id, ttl), nil); err != nil {
 		return l.fail(err)
 	}
+	return l.maybeFlush()
+}
+
+// AddAuth writes the auth store (users with their password hashes, roles,
+// whether authentication is on, the auth revision) as ChangeAuth would
+// have: what Auth of the new directory returns. It may be called once, at
+// any time before Finish; a Loader that is not given one builds a
+// directory with a fresh auth store (off, no users, no roles; a server
+// gives it auth revision 1 when it first opens it). The state must pass
+// AuthState.Check.
+func (l *Loader) AddAuth(st AuthState) error {
+	if l.err != nil {
+		return l.err
+	}
+	if l.auth {
+		return l.fail(errors.New("journal: load: the auth store was added twice"))
+	}
+	if err := st.Check(); err != nil {
+		return l.fail(fmt.Errorf("journal: load: %w", err))
+	}
+	if err := setAuth(l.b, st.changes()); err != nil {
+		return l.fail(fmt.Errorf("journal: load: auth: %w", err))
+	}
+	l.auth = true
 	return l.maybeFlush()
 }
 

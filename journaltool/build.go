@@ -92,6 +92,11 @@ func build(out string, h Header, snap iter.Seq2[*mvccpb.KeyValue, error], recs i
 			return BuildResult{}, err
 		}
 	}
+	if h.Auth != nil {
+		if err := l.AddAuth(*h.Auth); err != nil {
+			return BuildResult{}, err
+		}
+	}
 	var res BuildResult
 	st := newState()
 	for kv, err := range snap {

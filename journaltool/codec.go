@@ -12,6 +12,7 @@ import (
 	"iter"
 	"unicode/utf8"
 
+	"go.etcd.io/etcd/api/v3/authpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -86,6 +87,14 @@ type jsonHeader struct {
 	Prefix           *string     `json:"prefix,omitempty"`
 	PrefixB64        string      `json:"prefix_b64"`
 	Leases           []jsonLease `json:"leases,omitempty"`
+	Auth             *jsonAuth   `json:"auth,omitempty"`
+}
+
+type jsonAuth struct {
+	Enabled  bool     `json:"enabled"`
+	Revision uint64   `json:"revision"`
+	UsersB64 []string `json:"users_b64,omitempty"`
+	RolesB64 []string `json:"roles_b64,omitempty"`
 }
 
 type jsonLease struct {
@@ -158,6 +167,19 @@ func (e *jsonEncoder) header(h Header) error {
 	for _, l := range h.Leases {
 		jh.Leases = append(jh.Leases, jsonLease{ID: l.ID, TTL: l.TTL})
 	}
+	if h.Auth != nil {
+		users, roles, err := marshalAuth(h.Auth)
+		if err != nil {
+			return err
+		}
+		jh.Auth = &jsonAuth{Enabled: h.Auth.Enabled, Revision: h.Auth.Revision}
+		for _, u := range users {
+			jh.Auth.UsersB64 = append(jh.Auth.UsersB64, b64(u))
+		}
+		for _, r := range roles {
+			jh.Auth.RolesB64 = append(jh.Auth.RolesB64, b64(r))
+		}
+	}
 	return e.enc.Encode(jh)
 }
 
@@ -204,15 +226,68 @@ func exportLeases(ls []journal.LeaseRecord) []*journalv1.ExportLease {
 }
 
 func (e *protoEncoder) header(h Header) error {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(&journalv1.ExportHeader{
+	ph := &journalv1.ExportHeader{
 		Format: FormatName, ClusterId: h.ClusterID, MemberId: h.MemberID,
 		SnapshotRevision: h.SnapshotRev, CompactRevision: h.CompactRev, LastRevision: h.LastRev,
 		SnapshotKeys: h.SnapshotKeys, Prefix: h.Prefix, Leases: exportLeases(h.Leases),
-	})
+	}
+	if h.Auth != nil {
+		users, roles, err := marshalAuth(h.Auth)
+		if err != nil {
+			return err
+		}
+		ph.Auth = &journalv1.ExportAuth{Enabled: h.Auth.Enabled, Revision: h.Auth.Revision, Users: users, Roles: roles}
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(ph)
 	if err != nil {
 		return err
 	}
 	return e.write(b)
+}
+
+// marshalAuth returns the bytes of st's users and roles, etcd's authpb
+// messages as the journal stores them.
+func marshalAuth(st *journal.AuthState) (users, roles [][]byte, err error) {
+	m := proto.MarshalOptions{Deterministic: true}
+	for _, u := range st.Users {
+		b, err := m.Marshal(u)
+		if err != nil {
+			return nil, nil, fmt.Errorf("auth: user %q: %w", u.Name, err)
+		}
+		users = append(users, b)
+	}
+	for _, r := range st.Roles {
+		b, err := m.Marshal(r)
+		if err != nil {
+			return nil, nil, fmt.Errorf("auth: role %q: %w", r.Name, err)
+		}
+		roles = append(roles, b)
+	}
+	return users, roles, nil
+}
+
+// unmarshalAuth decodes an export's auth store and checks it
+// (journal.AuthState.Check).
+func unmarshalAuth(enabled bool, revision uint64, users, roles [][]byte) (*journal.AuthState, error) {
+	st := &journal.AuthState{Enabled: enabled, Revision: revision}
+	for i, b := range users {
+		u := new(authpb.User)
+		if err := proto.Unmarshal(b, u); err != nil {
+			return nil, fmt.Errorf("user %d: %v", i+1, err)
+		}
+		st.Users = append(st.Users, u)
+	}
+	for i, b := range roles {
+		r := new(authpb.Role)
+		if err := proto.Unmarshal(b, r); err != nil {
+			return nil, fmt.Errorf("role %d: %v", i+1, err)
+		}
+		st.Roles = append(st.Roles, r)
+	}
+	if err := st.Check(); err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 func (e *protoEncoder) snapshot(kv *mvccpb.KeyValue) error {
@@ -378,6 +453,26 @@ func (r *Reader) jsonHeader() error {
 	if len(prefix) > 0 {
 		r.h.Prefix = prefix
 	}
+	if ja := jh.Auth; ja != nil {
+		var users, roles [][]byte
+		for i, u := range ja.UsersB64 {
+			b, err := base64.StdEncoding.DecodeString(u)
+			if err != nil {
+				return r.badLine("header: auth: user %d: %v", i+1, err)
+			}
+			users = append(users, b)
+		}
+		for i, ro := range ja.RolesB64 {
+			b, err := base64.StdEncoding.DecodeString(ro)
+			if err != nil {
+				return r.badLine("header: auth: role %d: %v", i+1, err)
+			}
+			roles = append(roles, b)
+		}
+		if r.h.Auth, err = unmarshalAuth(ja.Enabled, ja.Revision, users, roles); err != nil {
+			return r.badLine("header: auth: %v", err)
+		}
+	}
 	return r.checkHeader()
 }
 
@@ -410,6 +505,11 @@ func (r *Reader) protoHeader() error {
 	}
 	if len(ph.Prefix) > 0 {
 		r.h.Prefix = ph.Prefix
+	}
+	if pa := ph.Auth; pa != nil {
+		if r.h.Auth, err = unmarshalAuth(pa.Enabled, pa.Revision, pa.Users, pa.Roles); err != nil {
+			return fmt.Errorf("%w: header: auth: %v", ErrBadExport, err)
+		}
 	}
 	return r.checkHeader()
 }

@@ -17,8 +17,8 @@
 //
 //   - the header (Header): the cluster and member ids, the snapshot
 //     revision S, the compaction revision C, the last revision L, the
-//     number of snapshot entries, and the key prefix if the export is
-//     filtered;
+//     number of snapshot entries, the key prefix if the export is
+//     filtered, the directory's leases and its auth store;
 //   - the snapshot: every key alive at revision S, in key order, with its
 //     KeyValue as of S. By default S is the journal's base revision, and the
 //     snapshot is the base snapshot that compaction folded older records
@@ -40,7 +40,26 @@
 //
 // An export with a key prefix holds only the snapshot entries and events
 // of keys with that prefix and leaves out revisions with no such event. It
-// is for reading, not for importing: Import refuses it.
+// is for reading, not for importing: Import refuses it. It carries no auth
+// store.
+//
+// # Leases and the auth store
+//
+// Neither is versioned by revision (etcd changes them without a new
+// revision), so the header carries the directory's current ones, whatever
+// --from and --to select, and a rebuild at an older revision carries them
+// too; an import or a rebuild builds a directory with exactly them.
+//
+// The auth store is what journal.Journal.Auth reads: whether
+// authentication is on, the auth revision, the users (each with its bcrypt
+// password hash, never a password, and its roles) and the roles (with
+// their key permissions), users and roles in name order. The header leaves
+// it out when there is nothing to carry: authentication off, no users, no
+// roles and an auth revision of 0 or 1 (a store never changed; a server
+// gives revision 1 to a store when it first opens it, as etcd's does). An
+// export without one, such as every export written before exports carried
+// it, imports as a directory with such a store. Because of the hashes, an
+// export is as secret as the data directory.
 //
 // # JSON lines (jsonl)
 //
@@ -49,12 +68,17 @@
 //
 //	{"kind":"header","format":"revd-journal-export/v1","cluster_id":N,"member_id":N,
 //	 "snapshot_revision":S,"compact_revision":C,"last_revision":L,"snapshot_keys":K,
-//	 "prefix":"...","prefix_b64":"...","leases":[{"id":N,"ttl":N},...]}
+//	 "prefix":"...","prefix_b64":"...","leases":[{"id":N,"ttl":N},...],
+//	 "auth":{"enabled":B,"revision":N,"users_b64":["...",...],"roles_b64":["...",...]}}
 //
 // ("leases", omitted when there are none, are the directory's leases when it
-// was exported, in id order: leases are not versioned by revision, so an
-// export, and a rebuild, carry the current set; an import keeps them) then K
-// snapshot lines, in key order:
+// was exported, in id order; "auth", omitted when there is nothing to carry
+// (see above), is its auth store: "enabled" true or false, "revision" the
+// auth revision, "users_b64" and "roles_b64" (each omitted when empty) the
+// users and the roles in name order, each the standard base64 of the bytes
+// of etcd's authpb.User or authpb.Role (go.etcd.io/etcd/api/v3/authpb), as
+// the journal stores them; they are protobuf, so never also given as text)
+// then K snapshot lines, in key order:
 //
 //	{"kind":"snapshot","key":"...","key_b64":"...","value":"...","value_b64":"...",
 //	 "create_revision":N,"mod_revision":N,"version":N,"lease":N}
@@ -85,7 +109,9 @@
 // A sequence of length-delimited messages: each is its size as a protobuf
 // varint, then the message bytes (Go's protodelim.MarshalTo, Java's
 // writeDelimitedTo). First one revd.journal.v1.ExportHeader
-// (protos/revd/journal/v1/export.proto), then snapshot_keys
+// (protos/revd/journal/v1/export.proto; its leases and auth are the
+// header's above, auth as an ExportAuth whose users and roles are the same
+// authpb bytes), then snapshot_keys
 // revd.journal.v1.KeyValue messages (the snapshot, in key order), then one
 // revd.journal.v1.Record per revision up to the end of the stream. Every
 // Record message is byte for byte the record's payload in the journal
@@ -101,7 +127,9 @@
 //
 // Import and Rebuild apply the fold rules (below) to everything they load,
 // hold the live state in memory as a server does, and report its state hash
-// (package revd/projections/statehash). Verify scans everything without
+// (package revd/projections/statehash). Import also checks the header's
+// auth store: every user and role decodes, has a name, and comes after the
+// one before it (journal.AuthState.Check). Verify scans everything without
 // stopping at the first problem and reports each one with its revision and
 // key.
 //

@@ -35,6 +35,20 @@ type Header struct {
 	// Leases are the leases of the exported directory, in id order: the
 	// current set (leases are not versioned by revision).
 	Leases []journal.LeaseRecord
+	// Auth is the exported directory's auth store (users with their
+	// password hashes, roles, the switch, the auth revision), the current
+	// one like Leases; nil when there is nothing to carry (authFresh) and
+	// in an export with a prefix. Import and Rebuild load it.
+	Auth *journal.AuthState
+}
+
+// authFresh reports whether st is the auth store of a directory whose auth
+// was never changed: off, no users, no roles, and revision 0 (never opened
+// by a server) or 1 (what a server gives a fresh store when it opens it,
+// as etcd's does). Exports leave such a store out: a directory built
+// without one is the same once a server opens it.
+func authFresh(st journal.AuthState) bool {
+	return !st.Enabled && st.Revision <= 1 && len(st.Users) == 0 && len(st.Roles) == 0
 }
 
 // firstRecord is the revision of the first record an export of h holds:
@@ -97,6 +111,17 @@ func newSource(j *journal.Journal, from, to int64, prefix []byte) (*source, erro
 			return nil, err
 		}
 		s.h.Leases = append(s.h.Leases, l)
+	}
+	// An export with a prefix cannot be imported, and is for reading some
+	// keys: it carries no password hashes.
+	if prefix == nil {
+		st, err := j.Auth()
+		if err != nil {
+			return nil, err
+		}
+		if !authFresh(st) {
+			s.h.Auth = &st
+		}
 	}
 	if s.fromBase {
 		for kv, err := range j.Base() {

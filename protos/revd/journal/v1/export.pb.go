@@ -68,7 +68,15 @@ type ExportHeader struct {
 	// leases are the data directory's leases when it was exported (leases
 	// are not versioned by revision: every export carries the current set),
 	// in id order; an import keeps them.
-	Leases        []*ExportLease `protobuf:"bytes,9,rep,name=leases,proto3" json:"leases,omitempty"`
+	Leases []*ExportLease `protobuf:"bytes,9,rep,name=leases,proto3" json:"leases,omitempty"`
+	// auth is the data directory's auth store when it was exported (like
+	// leases, it is not versioned by revision: every export carries the
+	// current one); an import keeps it. It is absent when there is nothing
+	// to carry: authentication off, no users, no roles and an auth revision
+	// of at most 1 (the store of a directory whose auth was never changed),
+	// and in an export with a prefix. An import of an export without it
+	// builds a directory with such a store.
+	Auth          *ExportAuth `protobuf:"bytes,10,opt,name=auth,proto3" json:"auth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -166,6 +174,13 @@ func (x *ExportHeader) GetLeases() []*ExportLease {
 	return nil
 }
 
+func (x *ExportHeader) GetAuth() *ExportAuth {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
 // ExportLease is one lease: its id and granted TTL in seconds.
 type ExportLease struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -219,11 +234,88 @@ func (x *ExportLease) GetTtl() int64 {
 	return 0
 }
 
+// ExportAuth is etcd's auth store, as revd keeps it (journal/auth.go).
+// Password hashes are in it: an export is as secret as the data directory.
+type ExportAuth struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// enabled is whether authentication is on.
+	Enabled bool `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	// revision is the auth revision (etcdctl auth status).
+	Revision uint64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	// users are the bytes of etcd's authpb.User (go.etcd.io/etcd/api/v3/
+	// authpb, auth.proto): name, bcrypt password hash, roles, options. One
+	// per user, in name order (bytewise), each name once.
+	Users [][]byte `protobuf:"bytes,3,rep,name=users,proto3" json:"users,omitempty"`
+	// roles are the bytes of etcd's authpb.Role: name and key permissions.
+	// One per role, in name order (bytewise), each name once.
+	Roles         [][]byte `protobuf:"bytes,4,rep,name=roles,proto3" json:"roles,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportAuth) Reset() {
+	*x = ExportAuth{}
+	mi := &file_revd_journal_v1_export_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportAuth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportAuth) ProtoMessage() {}
+
+func (x *ExportAuth) ProtoReflect() protoreflect.Message {
+	mi := &file_revd_journal_v1_export_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportAuth.ProtoReflect.Descriptor instead.
+func (*ExportAuth) Descriptor() ([]byte, []int) {
+	return file_revd_journal_v1_export_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ExportAuth) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *ExportAuth) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *ExportAuth) GetUsers() [][]byte {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+func (x *ExportAuth) GetRoles() [][]byte {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
 var File_revd_journal_v1_export_proto protoreflect.FileDescriptor
 
 const file_revd_journal_v1_export_proto_rawDesc = "" +
 	"\n" +
-	"\x1crevd/journal/v1/export.proto\x12\x0frevd.journal.v1\"\xd2\x02\n" +
+	"\x1crevd/journal/v1/export.proto\x12\x0frevd.journal.v1\"\x83\x03\n" +
 	"\fExportHeader\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x1d\n" +
 	"\n" +
@@ -234,10 +326,18 @@ const file_revd_journal_v1_export_proto_rawDesc = "" +
 	"\rlast_revision\x18\x06 \x01(\x03R\flastRevision\x12#\n" +
 	"\rsnapshot_keys\x18\a \x01(\x03R\fsnapshotKeys\x12\x16\n" +
 	"\x06prefix\x18\b \x01(\fR\x06prefix\x124\n" +
-	"\x06leases\x18\t \x03(\v2\x1c.revd.journal.v1.ExportLeaseR\x06leases\"/\n" +
+	"\x06leases\x18\t \x03(\v2\x1c.revd.journal.v1.ExportLeaseR\x06leases\x12/\n" +
+	"\x04auth\x18\n" +
+	" \x01(\v2\x1b.revd.journal.v1.ExportAuthR\x04auth\"/\n" +
 	"\vExportLease\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x10\n" +
-	"\x03ttl\x18\x02 \x01(\x03R\x03ttlB'Z%revd/protos/revd/journal/v1;journalv1b\x06proto3"
+	"\x03ttl\x18\x02 \x01(\x03R\x03ttl\"n\n" +
+	"\n" +
+	"ExportAuth\x12\x18\n" +
+	"\aenabled\x18\x01 \x01(\bR\aenabled\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x04R\brevision\x12\x14\n" +
+	"\x05users\x18\x03 \x03(\fR\x05users\x12\x14\n" +
+	"\x05roles\x18\x04 \x03(\fR\x05rolesB'Z%revd/protos/revd/journal/v1;journalv1b\x06proto3"
 
 var (
 	file_revd_journal_v1_export_proto_rawDescOnce sync.Once
@@ -251,18 +351,20 @@ func file_revd_journal_v1_export_proto_rawDescGZIP() []byte {
 	return file_revd_journal_v1_export_proto_rawDescData
 }
 
-var file_revd_journal_v1_export_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_revd_journal_v1_export_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_revd_journal_v1_export_proto_goTypes = []any{
 	(*ExportHeader)(nil), // 0: revd.journal.v1.ExportHeader
 	(*ExportLease)(nil),  // 1: revd.journal.v1.ExportLease
+	(*ExportAuth)(nil),   // 2: revd.journal.v1.ExportAuth
 }
 var file_revd_journal_v1_export_proto_depIdxs = []int32{
 	1, // 0: revd.journal.v1.ExportHeader.leases:type_name -> revd.journal.v1.ExportLease
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	2, // 1: revd.journal.v1.ExportHeader.auth:type_name -> revd.journal.v1.ExportAuth
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_revd_journal_v1_export_proto_init() }
@@ -276,7 +378,7 @@ func file_revd_journal_v1_export_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_revd_journal_v1_export_proto_rawDesc), len(file_revd_journal_v1_export_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
