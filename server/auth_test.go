@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/metadata"
 
+	"revd/internal/authtest"
 	"revd/journal"
 )
 
@@ -59,16 +60,9 @@ func authStatus(t *testing.T, s *Server, ctx context.Context) *pb.AuthStatusResp
 // authentication on.
 func setupAuth(t *testing.T, s *Server) {
 	t.Helper()
-	bg := context.Background()
-	must := okFor(t)
-	must(s.UserAdd(bg, &pb.AuthUserAddRequest{Name: "root", Password: "rootpw"}))
-	must(s.UserGrantRole(bg, &pb.AuthUserGrantRoleRequest{User: "root", Role: "root"}))
-	must(s.UserAdd(bg, &pb.AuthUserAddRequest{Name: "alice", Password: "alicepw"}))
-	must(s.RoleAdd(bg, &pb.AuthRoleAddRequest{Name: "a"}))
-	must(s.RoleGrantPermission(bg, &pb.AuthRoleGrantPermissionRequest{Name: "a",
-		Perm: &authpb.Permission{PermType: authpb.READWRITE, Key: []byte("a/"), RangeEnd: []byte("a0")}}))
-	must(s.UserGrantRole(bg, &pb.AuthUserGrantRoleRequest{User: "alice", Role: "a"}))
-	must(s.AuthEnable(bg, &pb.AuthEnableRequest{}))
+	if err := authtest.Setup(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestAuthRestart: users, roles, permissions, the switch and the auth

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"testing"
 
-	"go.etcd.io/etcd/api/v3/authpb"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"revd/gateway/natsapi"
 	"revd/gateway/natsapi/natsapitest"
 	"revd/gateway/natsclient"
+	"revd/internal/authtest"
 	"revd/server"
 )
 
@@ -73,34 +73,8 @@ func TestAuth(t *testing.T) {
 		{args: args("auth", "status"), stdout: "Authentication Status: false\nAuthRevision: " + authRev() + "\n"},
 	})
 
-	for _, step := range []func() error{
-		func() error {
-			_, err := srv.UserAdd(ctx, &pb.AuthUserAddRequest{Name: "root", Password: "rootpw"})
-			return err
-		},
-		func() error {
-			_, err := srv.UserGrantRole(ctx, &pb.AuthUserGrantRoleRequest{User: "root", Role: "root"})
-			return err
-		},
-		func() error {
-			_, err := srv.UserAdd(ctx, &pb.AuthUserAddRequest{Name: "alice", Password: "alicepw"})
-			return err
-		},
-		func() error { _, err := srv.RoleAdd(ctx, &pb.AuthRoleAddRequest{Name: "a"}); return err },
-		func() error {
-			_, err := srv.RoleGrantPermission(ctx, &pb.AuthRoleGrantPermissionRequest{Name: "a",
-				Perm: &authpb.Permission{PermType: authpb.READWRITE, Key: []byte("a/"), RangeEnd: []byte("a0")}})
-			return err
-		},
-		func() error {
-			_, err := srv.UserGrantRole(ctx, &pb.AuthUserGrantRoleRequest{User: "alice", Role: "a"})
-			return err
-		},
-		func() error { _, err := srv.AuthEnable(ctx, &pb.AuthEnableRequest{}); return err },
-	} {
-		if err := step(); err != nil {
-			t.Fatal(err)
-		}
+	if err := authtest.Setup(ctx, srv); err != nil {
+		t.Fatal(err)
 	}
 
 	const (

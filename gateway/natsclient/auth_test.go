@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"go.etcd.io/etcd/api/v3/authpb"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"revd/gateway/natsapi"
 	"revd/gateway/natsapi/natsapitest"
 	"revd/gateway/natsclient"
+	"revd/internal/authtest"
 	maintenancev1 "revd/protos/revd/maintenance/v1"
 	revd "revd/server"
 )
@@ -209,34 +209,8 @@ func TestAuthOverNATS(t *testing.T) {
 		t.Fatalf("Authenticate with authentication off: %v, want %v", err, rpctypes.ErrAuthNotEnabled)
 	}
 
-	for _, step := range []func() error{
-		func() error {
-			_, err := srv.UserAdd(ctx, &pb.AuthUserAddRequest{Name: "root", Password: "rootpw"})
-			return err
-		},
-		func() error {
-			_, err := srv.UserGrantRole(ctx, &pb.AuthUserGrantRoleRequest{User: "root", Role: "root"})
-			return err
-		},
-		func() error {
-			_, err := srv.UserAdd(ctx, &pb.AuthUserAddRequest{Name: "alice", Password: "alicepw"})
-			return err
-		},
-		func() error { _, err := srv.RoleAdd(ctx, &pb.AuthRoleAddRequest{Name: "a"}); return err },
-		func() error {
-			_, err := srv.RoleGrantPermission(ctx, &pb.AuthRoleGrantPermissionRequest{Name: "a",
-				Perm: &authpb.Permission{PermType: authpb.READWRITE, Key: []byte("a/"), RangeEnd: []byte("a0")}})
-			return err
-		},
-		func() error {
-			_, err := srv.UserGrantRole(ctx, &pb.AuthUserGrantRoleRequest{User: "alice", Role: "a"})
-			return err
-		},
-		func() error { _, err := srv.AuthEnable(ctx, &pb.AuthEnableRequest{}); return err },
-	} {
-		if err := step(); err != nil {
-			t.Fatal(err)
-		}
+	if err := authtest.Setup(ctx, srv); err != nil {
+		t.Fatal(err)
 	}
 
 	st, err = c.AuthStatus(ctx, &pb.AuthStatusRequest{})

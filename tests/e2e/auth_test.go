@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -26,13 +25,6 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"revd/tests/testutil"
-)
-
-// leaseGranted is etcdctl's answer to lease grant: ids are each server's;
-// defragTook is how long a refused defragmentation took.
-var (
-	leaseGranted = regexp.MustCompile(`lease [0-9a-f]+ granted`)
-	defragTook   = regexp.MustCompile(`\. took [0-9.]+[a-zµ]+\.`)
 )
 
 // authSession is an etcdctl session with authentication: users, roles and
@@ -143,23 +135,7 @@ func TestEtcdctlAuth(t *testing.T) {
 				opts.ExtraArgs = append(opts.ExtraArgs, "--grpc-server="+impl)
 			}
 			tgt := testutil.Start(t, kind, opts)
-			for i, cc := range authSession() {
-				want := etcdctl(t, ctl, ref.Endpoint, cc.stdin, cc.args...)
-				got := etcdctl(t, ctl, tgt.Endpoint, cc.stdin, cc.args...)
-				for _, r := range []*ctlResult{&want, &got} {
-					r.Stdout = leaseGranted.ReplaceAllString(r.Stdout, "lease ID granted")
-					r.Stderr = defragTook.ReplaceAllString(r.Stderr, ". took T.")
-				}
-				want.Stdout, want.Stderr = normalize(want.Stdout, ref.Endpoint), normalize(want.Stderr, ref.Endpoint)
-				got.Stdout, got.Stderr = normalize(got.Stdout, tgt.Endpoint), normalize(got.Stderr, tgt.Endpoint)
-				if *showOutput {
-					t.Logf("#%d etcdctl %s\n%s", i, strings.Join(cc.args, " "), want)
-				}
-				if want != got {
-					t.Fatalf("command #%d: etcdctl %s (stdin %q)\netcd 3.7.3:\n%s\n%s:\n%s",
-						i, strings.Join(cc.args, " "), cc.stdin, want, kind, got)
-				}
-			}
+			compareCtl(t, ctl, ref, tgt, authSession())
 		})
 	}
 }
