@@ -90,7 +90,7 @@ func (s *Server) Alarms() []*pb.AlarmMember {
 // member (any id, as etcd) and answers it, new or not; DEACTIVATE clears
 // one and answers it if it was raised.
 func (s *Server) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
-	check := s.requireAdmin
+	check := s.RequireAdmin
 	if r.Action == pb.AlarmRequest_GET {
 		check = s.requireUser
 	}

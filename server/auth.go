@@ -208,12 +208,10 @@ func (s *Server) requireUser(ctx context.Context) error {
 	return s.check(ctx, userNamed)
 }
 
-// RequireAdmin is requireAdmin, for the gateways' own calls.
-func (s *Server) RequireAdmin(ctx context.Context) error { return s.requireAdmin(ctx) }
-
-// requireAdmin is etcd's AuthAdmin.isPermitted: the caller must hold the
-// root role.
-func (s *Server) requireAdmin(ctx context.Context) error {
+// RequireAdmin is etcd's AuthAdmin.isPermitted: with authentication on,
+// the caller must hold the root role. The gateways call it for the calls
+// they answer themselves (Maintenance.Hash).
+func (s *Server) RequireAdmin(ctx context.Context) error {
 	return s.check(ctx, s.auth.store.IsAdminPermitted)
 }
 

@@ -69,7 +69,7 @@ func (s *Server) MemberAdd(ctx context.Context, r *pb.MemberAddRequest) (*pb.Mem
 	if _, err := types.NewURLs(r.PeerURLs); err != nil { // etcd's check
 		return nil, rpctypes.ErrGRPCMemberBadURLs
 	}
-	if err := s.requireAdmin(ctx); err != nil {
+	if err := s.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
 	return nil, ErrMembershipFixed
@@ -77,7 +77,7 @@ func (s *Server) MemberAdd(ctx context.Context, r *pb.MemberAddRequest) (*pb.Mem
 
 // MemberRemove answers Cluster.MemberRemove.
 func (s *Server) MemberRemove(ctx context.Context, r *pb.MemberRemoveRequest) (*pb.MemberRemoveResponse, error) {
-	if err := s.requireAdmin(ctx); err != nil {
+	if err := s.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
 	if r.ID != s.meta.MemberID {
@@ -93,7 +93,7 @@ var errNotEnoughStarted = status.Error(codes.Unknown, status.Convert(rpctypes.Er
 
 // MemberUpdate answers Cluster.MemberUpdate.
 func (s *Server) MemberUpdate(ctx context.Context, r *pb.MemberUpdateRequest) (*pb.MemberUpdateResponse, error) {
-	if err := s.requireAdmin(ctx); err != nil {
+	if err := s.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
 	if r.ID != s.meta.MemberID {
@@ -105,7 +105,7 @@ func (s *Server) MemberUpdate(ctx context.Context, r *pb.MemberUpdateRequest) (*
 // MemberPromote answers Cluster.MemberPromote: this member is a voting
 // member already, and there is no other.
 func (s *Server) MemberPromote(ctx context.Context, r *pb.MemberPromoteRequest) (*pb.MemberPromoteResponse, error) {
-	if err := s.requireAdmin(ctx); err != nil {
+	if err := s.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
 	if r.ID != s.meta.MemberID {
@@ -118,7 +118,7 @@ func (s *Server) MemberPromote(ctx context.Context, r *pb.MemberPromoteRequest) 
 // moving the leadership to it succeeds at once (as in etcd, whose answer
 // has no header); any other target is etcd's "bad leader transferee".
 func (s *Server) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
-	if err := s.requireAdmin(ctx); err != nil {
+	if err := s.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
 	if r.TargetID != s.meta.MemberID {
