@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -45,6 +46,11 @@ type config struct {
 
 	watchProgressInterval time.Duration
 	maxTxnOps             int
+	maxStreams            uint32
+	keepaliveMinTime      time.Duration
+	keepaliveInterval     time.Duration
+	keepaliveTimeout      time.Duration
+	enablePprof           bool
 	authToken             string
 	authTokenTTL          uint
 	bcryptCost            uint
@@ -86,6 +92,12 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.authToken, "auth-token", server.DefaultAuthToken, "etcd's auth token type: simple, or jwt,pub-key=FILE,priv-key=FILE,sign-method=ALG[,ttl=DURATION]")
 	fs.UintVar(&cfg.authTokenTTL, "auth-token-ttl", uint(server.DefaultAuthTokenTTL/time.Second), "seconds a simple token lives after its last use")
 	fs.UintVar(&cfg.bcryptCost, "bcrypt-cost", server.DefaultBcryptCost, "cost of the bcrypt hashes of users' passwords")
+	fs.DurationVar(&cfg.keepaliveMinTime, "grpc-keepalive-min-time", 5*time.Second, "shortest interval a client may ping at; closer pings are strikes, and the third ends its connection (0: gRPC's 5m)")
+	fs.DurationVar(&cfg.keepaliveInterval, "grpc-keepalive-interval", 2*time.Hour, "how long a client connection may stay silent before revd pings it (0 here or in --grpc-keepalive-timeout: gRPC's 2h and 20s)")
+	fs.DurationVar(&cfg.keepaliveTimeout, "grpc-keepalive-timeout", 20*time.Second, "how long revd waits for an answer to its ping before closing the connection")
+	cfg.maxStreams = math.MaxUint32
+	fs.Var(uint32Flag{&cfg.maxStreams}, "max-concurrent-streams", "most streams a client may have open on one connection (default 4294967295)")
+	fs.BoolVar(&cfg.enablePprof, "enable-pprof", false, "serve net/http/pprof under /debug/pprof/ on the client URLs (as --log-level=debug does, as in etcd)")
 	etcd := registerEtcdFlags(fs)
 	fs.StringVar(&cfg.tls.MinVersion, "tls-min-version", "TLS1.2", "oldest TLS version accepted: TLS1.2 or TLS1.3")
 	fs.StringVar(&cfg.tls.MaxVersion, "tls-max-version", "", "newest TLS version accepted: TLS1.2 or TLS1.3; empty leaves Go's")
@@ -257,4 +269,24 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// uint32Flag is a flag holding a uint32, parsed as etcd parses its
+// --max-concurrent-streams.
+type uint32Flag struct{ p *uint32 }
+
+func (f uint32Flag) String() string {
+	if f.p == nil {
+		return "0"
+	}
+	return strconv.FormatUint(uint64(*f.p), 10)
+}
+
+func (f uint32Flag) Set(s string) error {
+	v, err := strconv.ParseUint(s, 0, 32)
+	if err != nil {
+		return err
+	}
+	*f.p = uint32(v)
+	return nil
 }

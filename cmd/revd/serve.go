@@ -120,6 +120,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		Handler: httpapi.Handler(healthReader{srv}, httpapi.Options{
 			ServerVersion: server.APIVersion, ClusterVersion: server.ClusterVersion, StorageVersion: server.StorageVersion,
 			Gateway: gateway, Metrics: mets.Handler(),
+			Pprof: cfg.enablePprof || cfg.logLevel == slog.LevelDebug,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelDebug),
@@ -225,7 +226,9 @@ type grpcServer interface {
 
 // newGRPC returns the gRPC front door --grpc-server names.
 func newGRPC(cfg *config, srv *server.Server, stats *grpcstats.Stats, log *slog.Logger) grpcServer {
-	opts := grpcapi.Options{MaxRequestBytes: cfg.maxRequestBytes, Logger: log.With("component", "grpc"), Stats: stats}
+	opts := grpcapi.Options{MaxRequestBytes: cfg.maxRequestBytes, Logger: log.With("component", "grpc"), Stats: stats,
+		MaxConcurrentStreams: cfg.maxStreams, KeepaliveMinTime: cfg.keepaliveMinTime,
+		KeepaliveInterval: cfg.keepaliveInterval, KeepaliveTimeout: cfg.keepaliveTimeout}
 	if cfg.grpcServer == grpcServerGo {
 		return grpcapi.New(srv, opts)
 	}

@@ -55,6 +55,24 @@ type Options struct {
 	Logger *slog.Logger
 	// Stats, if set, counts every call (gateway/grpcstats).
 	Stats *grpcstats.Stats
+	// MaxConcurrentStreams is the most streams a client may open on a
+	// connection (etcd's --max-concurrent-streams); 0: no limit.
+	MaxConcurrentStreams uint32
+	// KeepaliveMinTime, KeepaliveInterval and KeepaliveTimeout are etcd's
+	// --grpc-keepalive-min-time, --grpc-keepalive-interval and
+	// --grpc-keepalive-timeout, read as etcd reads them: a zero
+	// KeepaliveMinTime, or a zero interval or timeout, leaves grpc-go's
+	// defaults (5 minutes; 2 hours and 20 seconds).
+	KeepaliveMinTime, KeepaliveInterval, KeepaliveTimeout time.Duration
+}
+
+// keepaliveParams reports the server keepalive parameters to apply, as
+// etcd's embed package decides: both or neither.
+func (o Options) keepaliveParams() (time, timeout time.Duration, ok bool) {
+	if o.KeepaliveInterval > 0 && o.KeepaliveTimeout > 0 {
+		return o.KeepaliveInterval, o.KeepaliveTimeout, true
+	}
+	return 0, 0, false
 }
 
 // New returns a gRPC server serving srv.
@@ -62,11 +80,11 @@ func New(srv *server.Server, opts Options) *grpc.Server {
 	if opts.MaxRequestBytes <= 0 {
 		opts.MaxRequestBytes = server.DefaultMaxRequestBytes
 	}
-	gs := grpc.NewServer(
+	gopts := []grpc.ServerOption{
 		grpc.Creds(tlsPeer{}),
-		grpc.MaxRecvMsgSize(opts.MaxRequestBytes+grpcOverheadBytes),
+		grpc.MaxRecvMsgSize(opts.MaxRequestBytes + grpcOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
-		grpc.MaxConcurrentStreams(math.MaxUint32),
+		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
 		// Run calls on long-lived goroutines whose stacks stay grown: a
 		// call on a fresh goroutine grows its stack by copying, which cost
 		// about a tenth of the server's CPU under 100 concurrent writers
@@ -74,10 +92,16 @@ func New(srv *server.Server, opts Options) *grpc.Server {
 		// are clients). Calls beyond the workers get a goroutine of their
 		// own, as without the option.
 		grpc.NumStreamWorkers(streamWorkers),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: false}),
 		grpc.ChainUnaryInterceptor(opts.Stats.UnaryInterceptor()),
 		grpc.ChainStreamInterceptor(opts.Stats.StreamInterceptor()),
-	)
+	}
+	if opts.KeepaliveMinTime > 0 {
+		gopts = append(gopts, grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.KeepaliveMinTime, PermitWithoutStream: false}))
+	}
+	if t, timeout, ok := opts.keepaliveParams(); ok {
+		gopts = append(gopts, grpc.KeepaliveParams(keepalive.ServerParameters{Time: t, Timeout: timeout}))
+	}
+	gs := grpc.NewServer(gopts...)
 	register(grpcstats.Registrar(gs, opts.Stats), srv)
 	return gs
 }
@@ -89,7 +113,12 @@ func NewWire(srv *server.Server, opts Options) *grpcwire.Server {
 	if opts.MaxRequestBytes <= 0 {
 		opts.MaxRequestBytes = server.DefaultMaxRequestBytes
 	}
-	ws := grpcwire.NewServer(grpcwire.Options{MaxRecvMsgSize: opts.MaxRequestBytes + grpcOverheadBytes, Logger: opts.Logger, Stats: opts.Stats})
+	wopts := grpcwire.Options{MaxRecvMsgSize: opts.MaxRequestBytes + grpcOverheadBytes, Logger: opts.Logger, Stats: opts.Stats,
+		MaxConcurrentStreams: opts.MaxConcurrentStreams, KeepaliveMinTime: opts.KeepaliveMinTime}
+	if t, timeout, ok := opts.keepaliveParams(); ok {
+		wopts.KeepaliveTime, wopts.KeepaliveTimeout = t, timeout
+	}
+	ws := grpcwire.NewServer(wopts)
 	register(ws, srv)
 	start := func(ctx context.Context, req proto.Message, done func(proto.Message, error)) bool {
 		return srv.StartWrite(ctx, req, done)

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -54,6 +55,9 @@ type conn struct {
 	connUnacked uint32 // received bytes not yet returned with WINDOW_UPDATE
 	streamWin   uint32 // the per-stream receive window we advertised
 
+	lastRead atomic.Int64 // mono() when the reader last read from the socket
+	pinger   *pinger      // the keepalive checks (set under mu)
+
 	mu         sync.Mutex
 	wake       sync.Cond // the writer waits here for work
 	sent       sync.Cond // SendMsg waits here for its data to leave
@@ -74,6 +78,12 @@ type conn struct {
 	goingAway  bool
 	started    bool      // the client's preface arrived; the writer runs
 	taken      sync.Cond // the writer took c.out: the reader may go on
+
+	// The ping enforcement policy's state (keepalive.go).
+	pinged         bool  // the client has sent a PING
+	lastPingAt     int64 // mono() at the client's last PING
+	pingStrikes    int
+	wroteSincePing bool // headers or data framed since the client's last PING
 }
 
 // reply is an async call's outcome waiting for the writer goroutine.
@@ -115,7 +125,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 func (c *conn) serve() {
 	defer c.srv.removeConn(c)
 	defer c.close()
-	br := bufio.NewReaderSize(c.nc, 32<<10)
+	br := bufio.NewReaderSize(activityReader{c}, 32<<10)
 	preface := make([]byte, len(http2.ClientPreface))
 	c.nc.SetReadDeadline(time.Now().Add(prefaceTimeout))
 	if _, err := io.ReadFull(br, preface); err != nil || string(preface) != http2.ClientPreface {
@@ -129,13 +139,12 @@ func (c *conn) serve() {
 		return
 	}
 	c.started = true
-	c.fw.WriteSettings(
-		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: math.MaxUint32},
-		http2.Setting{ID: http2.SettingInitialWindowSize, Val: c.streamWin},
-	)
+	c.fw.WriteSettings(append(c.srv.opts.maxStreamsSetting(),
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: c.streamWin})...)
 	c.fw.WriteWindowUpdate(0, connWindow-initialPeerWindow)
 	c.kickLocked()
 	c.mu.Unlock()
+	c.startKeepalive()
 
 	fr := http2.NewFramer(nil, br)
 	fr.SetReuseFrames()
@@ -172,11 +181,9 @@ func (c *conn) serve() {
 		case *http2.SettingsFrame:
 			c.onSettings(f)
 		case *http2.PingFrame:
-			if !f.IsAck() {
-				c.mu.Lock()
-				c.fw.WritePing(true, f.Data)
-				c.kickLocked()
-				c.mu.Unlock()
+			if !f.IsAck() && !c.onPing(f) {
+				c.flushNow()
+				return
 			}
 		case *http2.WindowUpdateFrame:
 			c.mu.Lock()
@@ -283,7 +290,7 @@ func (c *conn) onHeaders(h *headerBlock) {
 	s.recv.L = &c.mu
 	c.mu.Lock()
 	c.maxID = id
-	if c.goingAway || c.closed {
+	if max := c.srv.opts.MaxConcurrentStreams; c.goingAway || c.closed || max > 0 && uint32(len(c.streams)) >= max {
 		c.fw.WriteRSTStream(id, http2.ErrCodeRefusedStream)
 		c.kickLocked()
 		c.mu.Unlock()
@@ -584,6 +591,7 @@ func (c *conn) kickLocked() {
 // writeHeaderBlockLocked sends c.hbuf as stream id's header block, in
 // CONTINUATION frames past the client's frame size.
 func (c *conn) writeHeaderBlockLocked(id uint32, endStream bool) {
+	c.wroteSincePing = true
 	block := c.hbuf.Bytes()
 	first := block
 	if len(first) > c.peerFrame {
@@ -666,6 +674,7 @@ func (c *conn) pumpLocked(s *stream) {
 // are a byte stream on the HTTP/2 stream, so where frames split them does
 // not matter to a client.
 func (c *conn) appendDataLocked(id uint32, data []byte) {
+	c.wroteSincePing = true
 	if o := c.lastData; o >= 0 && c.lastDataID == id {
 		h := c.out[o : o+frameHeaderLen]
 		n := int(h[0])<<16 | int(h[1])<<8 | int(h[2])
@@ -822,6 +831,7 @@ func (c *conn) close() {
 		c.abortLocked(s)
 	}
 	c.closed = true
+	c.pinger.stop()
 	c.wake.Broadcast()
 	c.sent.Broadcast()
 	c.taken.Broadcast()

@@ -58,8 +58,11 @@
 // ResourceExhausted and grpc-go's message. Unknown services and methods get
 // Unimplemented with grpc-go's messages. Errors travel as grpc-status and
 // grpc-message trailers (trailers-only when nothing else was sent), with
-// grpc-status-details-bin when the status has details. PINGs are answered;
-// GOAWAY is sent on GracefulStop. Of the request metadata, handlers see
+// grpc-status-details-bin when the status has details. PINGs are answered,
+// and the server keeps connections alive and polices clients' pings as
+// grpc-go's server does (keepalive.go: Options.KeepaliveTime,
+// KeepaliveTimeout, KeepaliveMinTime); Options.MaxConcurrentStreams limits
+// the streams of a connection. GOAWAY is sent on GracefulStop. Of the request metadata, handlers see
 // only what revd's read: etcd's auth token ("token", or "authorization" as
 // etcd's JSON gateway sends it), as incoming metadata
 // (metadata.FromIncomingContext). On a TLS connection the context carries

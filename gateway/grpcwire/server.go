@@ -35,6 +35,26 @@ type Options struct {
 	// Stats, if set, counts the calls of every method registered (as
 	// go-grpc-prometheus counts grpc-go's for etcd).
 	Stats *grpcstats.Stats
+	// MaxConcurrentStreams is the most streams a client may have open on
+	// a connection: it is advertised in SETTINGS, and a stream beyond it
+	// is refused with RST_STREAM REFUSED_STREAM, as grpc-go refuses it.
+	// Default 0: no limit, and none advertised.
+	MaxConcurrentStreams uint32
+	// KeepaliveTime is how long a connection may stay silent before the
+	// server pings it (see keepalive.go). Default DefaultKeepaliveTime;
+	// at least a second, as in grpc-go.
+	KeepaliveTime time.Duration
+	// KeepaliveTimeout is how long the server waits for anything from
+	// the client after its ping before closing the connection; also the
+	// socket's TCP_USER_TIMEOUT. Default DefaultKeepaliveTimeout.
+	KeepaliveTimeout time.Duration
+	// KeepaliveMinTime is the shortest interval between a client's pings
+	// that is not a strike against it. Default DefaultKeepaliveMinTime.
+	KeepaliveMinTime time.Duration
+	// KeepalivePermitWithoutStream lets a client with no open stream ping
+	// every KeepaliveMinTime; otherwise it must wait two hours. Default
+	// false, as etcd configures it.
+	KeepalivePermitWithoutStream bool
 }
 
 // AsyncFunc starts a unary call without a goroutine of its own. It runs on
@@ -85,6 +105,7 @@ func NewServer(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	opts.keepaliveDefaults()
 	s := &Server{
 		opts:      opts,
 		methods:   make(map[string]*method),
@@ -185,6 +206,7 @@ func (s *Server) Serve(l net.Listener) error {
 			continue
 		}
 		delay = 0
+		setUserTimeout(nc, s.opts.KeepaliveTimeout)
 		c := newConn(s, nc)
 		s.mu.Lock()
 		if s.stopping {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/pkg/v3/debugutil"
 	"google.golang.org/grpc/status"
 )
 
@@ -30,6 +31,9 @@ type Options struct {
 	Gateway http.Handler
 	// Metrics, if set, serves /metrics (gateway/metrics).
 	Metrics http.Handler
+	// Pprof serves net/http/pprof under /debug/pprof/ (etcd's
+	// --enable-pprof, and its --log-level=debug), with etcd's paths.
+	Pprof bool
 	// ReadTimeout bounds the read each health check makes. Default 7s,
 	// etcd's request timeout with its default election timeout (5s + 2 ×
 	// 1s).
@@ -58,6 +62,11 @@ func Handler(r Reader, opts Options) http.Handler {
 	}
 	if opts.Metrics != nil {
 		mux.Handle("/metrics", opts.Metrics)
+	}
+	if opts.Pprof {
+		for path, h := range debugutil.PProfHandlers() {
+			mux.Handle(path, h)
+		}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if strings.HasPrefix(req.URL.Path, "/v3beta/") { // as etcd, for old clients

@@ -77,6 +77,7 @@ func TestHTTPEndpoints(t *testing.T) {
 		{"GET", "/readyz/nope"},
 		{"GET", "/nope"},
 		{"GET", "/v2/keys/foo"},
+		{"GET", "/debug/pprof/"}, // only with --enable-pprof
 	} {
 		want := httpDo(t, r.method, ref.ClientURL+r.path)
 		got := httpDo(t, r.method, tgt.ClientURL+r.path)
