@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net/url"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/types"
 
 	"revd/gateway/clienttls"
 	"revd/internal/autocompact"
@@ -51,6 +54,7 @@ type config struct {
 	keepaliveInterval     time.Duration
 	keepaliveTimeout      time.Duration
 	enablePprof           bool
+	cors, hostWhitelist   map[string]struct{}
 	authToken             string
 	authTokenTTL          uint
 	bcryptCost            uint
@@ -98,6 +102,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	cfg.maxStreams = math.MaxUint32
 	fs.Var(uint32Flag{&cfg.maxStreams}, "max-concurrent-streams", "most streams a client may have open on one connection (default 4294967295)")
 	fs.BoolVar(&cfg.enablePprof, "enable-pprof", false, "serve net/http/pprof under /debug/pprof/ on the client URLs (as --log-level=debug does, as in etcd)")
+	cors := &originsFlag{values: map[string]struct{}{"*": {}}}
+	fs.Var(cors, "cors", "comma-separated origins (scheme://host:port) whose requests to the HTTP endpoints get CORS headers naming them; empty or * allows all")
+	hostWhitelist := &stringSetFlag{values: map[string]struct{}{"*": {}}}
+	fs.Var(hostWhitelist, "host-whitelist", "comma-separated host names that plain-HTTP requests may name in their Host header; empty or * allows all")
 	etcd := registerEtcdFlags(fs)
 	fs.StringVar(&cfg.tls.MinVersion, "tls-min-version", "TLS1.2", "oldest TLS version accepted: TLS1.2 or TLS1.3")
 	fs.StringVar(&cfg.tls.MaxVersion, "tls-max-version", "", "newest TLS version accepted: TLS1.2 or TLS1.3; empty leaves Go's")
@@ -108,6 +116,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	cfg.cors, cfg.hostWhitelist = cors.values, hostWhitelist.values
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
 	}
@@ -288,5 +297,42 @@ func (f uint32Flag) Set(s string) error {
 		return err
 	}
 	*f.p = uint32(v)
+	return nil
+}
+
+// originsFlag is etcd's --cors: "*", or comma-separated URLs
+// (scheme://host:port, checked as etcd checks them) kept as a set. As in
+// etcd, a value replaces the set, except "*", which is added to it.
+type originsFlag struct{ values map[string]struct{} }
+
+func (f *originsFlag) String() string { return strings.Join(slices.Sorted(maps.Keys(f.values)), ",") }
+
+func (f *originsFlag) Set(s string) error {
+	if s == "*" {
+		f.values["*"] = struct{}{}
+		return nil
+	}
+	us, err := types.NewURLs(strings.Split(s, ","))
+	if err != nil {
+		return err
+	}
+	f.values = map[string]struct{}{}
+	for _, u := range us {
+		f.values[u.String()] = struct{}{}
+	}
+	return nil
+}
+
+// stringSetFlag is etcd's --host-whitelist: comma-separated strings kept as
+// a set, each value replacing the last.
+type stringSetFlag struct{ values map[string]struct{} }
+
+func (f *stringSetFlag) String() string { return strings.Join(slices.Sorted(maps.Keys(f.values)), ",") }
+
+func (f *stringSetFlag) Set(s string) error {
+	f.values = map[string]struct{}{}
+	for _, v := range strings.Split(s, ",") {
+		f.values[v] = struct{}{}
+	}
 	return nil
 }

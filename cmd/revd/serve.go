@@ -121,9 +121,12 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 			ServerVersion: server.APIVersion, ClusterVersion: server.ClusterVersion, StorageVersion: server.StorageVersion,
 			Gateway: gateway, Metrics: mets.Handler(),
 			Pprof: cfg.enablePprof || cfg.logLevel == slog.LevelDebug,
+			CORS:  cfg.cors, HostWhitelist: cfg.hostWhitelist,
+			RefuseCertCN: func() bool { return cfg.tls.ClientCertAuth && srv.AuthEnabled() },
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelDebug),
+		ConnContext:       httpapi.ConnContext, // the TLS under Split's connections
 	}
 	errc := make(chan error, len(lns)+1)
 	go func() { errc <- gs.Serve(gwLn) }()

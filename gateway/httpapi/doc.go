@@ -15,6 +15,11 @@
 // generated grpc-gateway handlers calling the server's own gRPC server
 // (cmd/revd connects them in process).
 //
+// Handler puts etcd's access controller in front of them (access.go): the
+// host whitelist over plain HTTP (--host-whitelist), CORS headers (--cors),
+// and, over TLS with client certificates and authentication on, the
+// refusal of gateway requests whose certificate names a user.
+//
 // /metrics is gateway/metrics' (Options.Metrics). Not served (404, as etcd
 // answers unknown paths): /debug/vars.
 package httpapi

@@ -34,6 +34,19 @@ type Options struct {
 	// Pprof serves net/http/pprof under /debug/pprof/ (etcd's
 	// --enable-pprof, and its --log-level=debug), with etcd's paths.
 	Pprof bool
+	// CORS is etcd's --cors: the origins whose requests get CORS headers
+	// naming them; empty, or holding "*", gives every answer headers
+	// allowing any origin.
+	CORS map[string]struct{}
+	// HostWhitelist is etcd's --host-whitelist: the host names a request
+	// over plain HTTP may name in its Host header; empty, or holding "*",
+	// allows any. Others get etcd's 421 (a DNS rebinding defence).
+	HostWhitelist map[string]struct{}
+	// RefuseCertCN, if set and returning true (etcd: client certificates
+	// required with --client-cert-auth, and authentication on), refuses a
+	// JSON gateway request over TLS whose client certificate names a
+	// CommonName, with etcd's 400: the gateway cannot act as that user.
+	RefuseCertCN func() bool
 	// ReadTimeout bounds the read each health check makes. Default 7s,
 	// etcd's request timeout with its default election timeout (5s + 2 ×
 	// 1s).
@@ -41,8 +54,8 @@ type Options struct {
 }
 
 // Handler returns the HTTP endpoints (see the package doc), reading through
-// r. Like etcd's, every answer carries CORS headers allowing any origin,
-// and OPTIONS is answered 200 with nothing else.
+// r, behind etcd's access controller (access.go): the host whitelist, the
+// CORS headers, OPTIONS answered 200 with nothing else.
 func Handler(r Reader, opts Options) http.Handler {
 	mux := healthMux(r, opts)
 	mux.HandleFunc("/version", func(w http.ResponseWriter, req *http.Request) {
@@ -68,19 +81,7 @@ func Handler(r Reader, opts Options) http.Handler {
 			mux.Handle(path, h)
 		}
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if strings.HasPrefix(req.URL.Path, "/v3beta/") { // as etcd, for old clients
-			req.URL.Path = "/v3/" + strings.TrimPrefix(req.URL.Path, "/v3beta/")
-		}
-		w.Header().Add("Access-Control-Allow-Methods", "POST, GET, OPTIONS, PUT, DELETE")
-		w.Header().Add("Access-Control-Allow-Origin", "*")
-		w.Header().Add("Access-Control-Allow-Headers", "accept, content-type, authorization")
-		if req.Method == http.MethodOptions {
-			w.WriteHeader(http.StatusOK)
-			return
-		}
-		mux.ServeHTTP(w, req)
-	})
+	return &accessController{opts: opts, mux: mux}
 }
 
 // MetricsHandler is what etcd serves on its --listen-metrics-urls:

@@ -24,13 +24,24 @@ var httpHeaders = []string{"Content-Type", "X-Content-Type-Options", "Allow",
 
 func httpDo(t *testing.T, method, url string) httpAnswer {
 	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
+	return httpSend(t, http.DefaultClient, newRequest(t, method, url, ""))
+}
+
+func newRequest(t *testing.T, method, url, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	return req
+}
+
+// httpSend sends req with c and describes the answer.
+func httpSend(t *testing.T, c *http.Client, req *http.Request) httpAnswer {
+	t.Helper()
+	resp, err := c.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
@@ -107,4 +118,50 @@ func equalAnswers(a, b httpAnswer) bool {
 func mustEtcdctl(t *testing.T) string {
 	_, ctl := testutil.EtcdBin(t)
 	return ctl
+}
+
+// TestHTTPAccessFlags: etcd's --cors and --host-whitelist, given to etcd
+// 3.7.3 and to the target: the same answers and CORS headers for requests
+// from allowed and other origins and hosts.
+func TestHTTPAccessFlags(t *testing.T) {
+	kind := testutil.TargetKind(t, TargetEnv)
+	opts := testutil.Options{ExtraArgs: []string{"--cors=http://allowed.example:8080,https://b.example:443",
+		"--host-whitelist=127.0.0.1,allowed.example"}}
+	ref := testutil.StartEtcd(t, opts)
+	tgt := testutil.Start(t, kind, opts)
+	for _, r := range []struct{ method, path, host, origin string }{
+		{"GET", "/version", "", ""},
+		{"GET", "/version", "", "http://allowed.example:8080"},
+		{"GET", "/health", "", "https://b.example:443"},
+		{"GET", "/version", "", "http://other.example:8080"},
+		{"OPTIONS", "/version", "", "http://allowed.example:8080"},
+		{"OPTIONS", "/version", "", "http://other.example:8080"},
+		{"GET", "/version", "allowed.example:2379", ""},
+		{"GET", "/version", "allowed.example", "http://allowed.example:8080"},
+		{"GET", "/version", "evil.example:2379", ""},
+		{"OPTIONS", "/health", "evil.example", "http://allowed.example:8080"},
+		{"POST", "/v3/kv/range", "evil.example", ""},
+	} {
+		do := func(base string) httpAnswer {
+			req := newRequest(t, r.method, base+r.path, "")
+			if r.host != "" {
+				req.Host = r.host
+			}
+			if r.origin != "" {
+				req.Header.Set("Origin", r.origin)
+			}
+			return httpSend(t, http.DefaultClient, req)
+		}
+		want, got := do(ref.ClientURL), do(tgt.ClientURL)
+		if !equalAnswers(want, got) {
+			t.Errorf("%s %s (Host %q, Origin %q):\netcd 3.7.3: %d %v\n%q\n%s: %d %v\n%q", r.method, r.path, r.host, r.origin,
+				want.status, want.headers, want.body, kind, got.status, got.headers, got.body)
+		}
+	}
+	for _, bad := range []string{"--cors=allowed.example", "--cors=http://allowed.example"} {
+		code, out := runRevd(t, "--data-dir="+t.TempDir(), bad)
+		if code != 2 || !strings.Contains(out, "invalid value") {
+			t.Errorf("revd %s: exit %d, %q; etcd refuses it", bad, code, out)
+		}
+	}
 }

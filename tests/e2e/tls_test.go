@@ -102,17 +102,7 @@ func TestTLSClientCertAuth(t *testing.T) {
 
 	// The HTTP endpoints on the same port, as curl --cacert --cert --key
 	// would ask them (Go's client offers HTTP/2 and HTTP/1.1).
-	client := func(cert, key string) *http.Client {
-		tc, err := (&serverproc.TLS{CAFile: p.CAFile, ClientCertFile: cert, ClientKeyFile: key}).ClientConfig()
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.TLSClientConfig = tc
-		t.Cleanup(tr.CloseIdleConnections)
-		return &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	}
-	withCert, withoutCert := client(p.ClientCert, p.ClientKey), client("", "")
+	withCert, withoutCert := tlsHTTPClient(t, p.CAFile, p.ClientCert, p.ClientKey), tlsHTTPClient(t, p.CAFile, "", "")
 	ids := regexp.MustCompile(`"(cluster_id|member_id|raft_term)":"\d+"`)
 	for _, r := range []struct{ method, path, body string }{
 		{"GET", "/health", ""},
@@ -211,4 +201,18 @@ func TestAutoTLS(t *testing.T) {
 	if got.Exit != 0 || got.Stdout != "v\n" {
 		t.Errorf("%s after restart: %s", kind, got)
 	}
+}
+
+// tlsHTTPClient is an HTTP client trusting caFile, with a client
+// certificate unless cert is empty; as curl --cacert --cert --key, it
+// offers HTTP/2 and HTTP/1.1.
+func tlsHTTPClient(t *testing.T, caFile, cert, key string) *http.Client {
+	tc, err := (&serverproc.TLS{CAFile: caFile, ClientCertFile: cert, ClientKeyFile: key}).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tc
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
 }
