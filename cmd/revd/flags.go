@@ -33,6 +33,7 @@ const (
 type config struct {
 	dataDir         string
 	clientURLs      []*url.URL
+	clientHTTPURLs  []*url.URL // --listen-client-http-urls: HTTP only there, gRPC only on clientURLs
 	metricsURLs     []*url.URL
 	advertiseURLs   []string
 	natsListen      string
@@ -66,9 +67,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("revd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg := &config{}
-	var urls, advertise, metricsURLs, level, compactMode, compactRetention, ciphers, allowedHosts string
+	var urls, httpURLs, advertise, metricsURLs, level, compactMode, compactRetention, ciphers, allowedHosts string
 	fs.StringVar(&cfg.dataDir, "data-dir", "default.revd", "data directory (created if missing)")
 	fs.StringVar(&urls, "listen-client-urls", "http://127.0.0.1:2379", "comma-separated URLs to serve etcd's gRPC API and HTTP endpoints on (http:// or https://)")
+	fs.StringVar(&httpURLs, "listen-client-http-urls", "", "comma-separated URLs (http:// or https://) to serve the HTTP endpoints on; given, the --listen-client-urls serve gRPC only")
 	fs.StringVar(&advertise, "advertise-client-urls", "", "comma-separated URLs clients reach this member at, as member list reports them (default: the --listen-client-urls)")
 	fs.StringVar(&metricsURLs, "listen-metrics-urls", "", "comma-separated URLs (http:// or https://) to serve /metrics and the health endpoints on, besides the client URLs")
 	fs.StringVar(&cfg.natsListen, "nats-listen", "127.0.0.1:4222", `address of the embedded NATS server, or "off" for no TCP listener`)
@@ -135,6 +137,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	var err error
 	if cfg.clientURLs, err = parseURLs("--listen-client-urls", urls, "http", "https"); err != nil {
 		return nil, err
+	}
+	if httpURLs != "" {
+		if cfg.clientHTTPURLs, err = parseURLs("--listen-client-http-urls", httpURLs, "http", "https"); err != nil {
+			return nil, err
+		}
 	}
 	if metricsURLs != "" {
 		if cfg.metricsURLs, err = parseURLs("--listen-metrics-urls", metricsURLs, "http", "https"); err != nil {
@@ -238,7 +245,7 @@ func tlsFlags(cfg *config, ciphers, allowedHosts string) error {
 	cfg.tls.CipherSuites = splitList(ciphers)
 	cfg.tls.AllowedHostnames = splitList(allowedHosts)
 	cfg.tls.AutoTLSDir = filepath.Join(cfg.dataDir, journal.FixturesDir, "client")
-	for _, u := range cfg.clientURLs {
+	for _, u := range append(cfg.clientURLs, cfg.clientHTTPURLs...) {
 		cfg.tls.AutoTLSHosts = append(cfg.tls.AutoTLSHosts, u.Host)
 	}
 	if err := cfg.tls.Check(); err != nil {
@@ -261,7 +268,12 @@ func tlsFlags(cfg *config, ciphers, allowedHosts string) error {
 		}
 		schemes[u.Host] = u.Scheme
 	}
-	for _, u := range cfg.clientURLs {
+	for _, u := range cfg.clientHTTPURLs {
+		if _, ok := schemes[u.Host]; ok {
+			return fmt.Errorf("cannot bind both --listen-client-urls and --listen-client-http-urls on the same url %s", u)
+		}
+	}
+	for _, u := range append(cfg.clientURLs, cfg.clientHTTPURLs...) {
 		if u.Scheme == "https" && !cfg.tls.HasCertificate() {
 			return fmt.Errorf("TLS key/cert (--cert-file, --key-file) must be provided for client url %s with HTTPS scheme", u)
 		}

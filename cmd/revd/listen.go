@@ -7,13 +7,15 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 )
 
 // ports are the bound listeners: bound.client[i] serves cfg.clientURLs[i],
-// bound.metrics[i] cfg.metricsURLs[i].
+// bound.clientHTTP[i] cfg.clientHTTPURLs[i], bound.metrics[i]
+// cfg.metricsURLs[i].
 type ports struct {
-	client, metrics []net.Listener
+	client, clientHTTP, metrics []net.Listener
 }
 
 // bind listens on every client and metrics URL; on error it closes what it
@@ -23,7 +25,7 @@ func bind(cfg *config) (*ports, error) {
 	for _, set := range []struct {
 		urls []*url.URL
 		lns  *[]net.Listener
-	}{{cfg.clientURLs, &p.client}, {cfg.metricsURLs, &p.metrics}} {
+	}{{cfg.clientURLs, &p.client}, {cfg.clientHTTPURLs, &p.clientHTTP}, {cfg.metricsURLs, &p.metrics}} {
 		for _, u := range set.urls {
 			ln, err := net.Listen("tcp", u.Host)
 			if err != nil {
@@ -37,7 +39,7 @@ func bind(cfg *config) (*ports, error) {
 }
 
 func (p *ports) close() {
-	for _, ln := range append(p.client, p.metrics...) {
+	for _, ln := range slices.Concat(p.client, p.clientHTTP, p.metrics) {
 		ln.Close()
 	}
 }
@@ -50,7 +52,7 @@ type tlsListener struct{ net.Listener }
 // certificate flags are given but a client URL is http://.
 func (p *ports) secure(cfg *config, log *slog.Logger) error {
 	var tc *tls.Config
-	wrap := func(u *url.URL, ln *net.Listener) error {
+	wrap := func(u *url.URL, ln *net.Listener, httpOnly bool) error {
 		if tc == nil {
 			if cfg.tls.AutoTLS && cfg.tls.CertFile == "" && cfg.tls.KeyFile == "" &&
 				(cfg.tls.ClientCertAuth || cfg.tls.TrustedCAFile != "" || cfg.tls.CRLFile != "" || len(cfg.tls.AllowedHostnames) > 0) {
@@ -61,10 +63,19 @@ func (p *ports) secure(cfg *config, log *slog.Logger) error {
 				return fmt.Errorf("TLS for %s: %w", u, err)
 			}
 		}
-		*ln = tlsListener{tls.NewListener(*ln, tc)}
+		c := tc
+		if httpOnly {
+			// No gRPC behind it: HTTP/2 for the clients that offer it, as
+			// etcd's HTTP-only listeners (tc sends those that also offer
+			// HTTP/1.1 to the HTTP side of a shared port).
+			c = tc.Clone()
+			c.NextProtos, c.GetConfigForClient = []string{"h2", "http/1.1"}, nil
+		}
+		*ln = tlsListener{tls.NewListener(*ln, c)}
 		return nil
 	}
-	for i, u := range cfg.clientURLs {
+	client := slices.Concat(p.client, p.clientHTTP)
+	for i, u := range append(slices.Clone(cfg.clientURLs), cfg.clientHTTPURLs...) {
 		if u.Scheme != "https" {
 			if cfg.tls.CertFile != "" || cfg.tls.KeyFile != "" {
 				log.Warn("scheme is http while key and cert files are present; ignoring key and cert files", "client-url", u.String())
@@ -74,13 +85,15 @@ func (p *ports) secure(cfg *config, log *slog.Logger) error {
 			}
 			continue
 		}
-		if err := wrap(u, &p.client[i]); err != nil {
+		if err := wrap(u, &client[i], i >= len(p.client)); err != nil {
 			return err
 		}
 	}
+	copy(p.client, client)
+	copy(p.clientHTTP, client[len(p.client):])
 	for i, u := range cfg.metricsURLs {
 		if u.Scheme == "https" {
-			if err := wrap(u, &p.metrics[i]); err != nil {
+			if err := wrap(u, &p.metrics[i], true); err != nil {
 				return err
 			}
 		}
@@ -100,14 +113,20 @@ func serveMetrics(p *ports, h http.Handler, log *slog.Logger) (stop func()) {
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.With("component", "metrics").Handler(), slog.LevelDebug),
 	}
-	for _, ln := range p.metrics {
+	serveHTTP(ms, p.metrics)
+	return func() { ms.Close() }
+}
+
+// serveHTTP serves hs on lns (listeners of their own, not Split's sides):
+// HTTP/1.1 and, over TLS, HTTP/2.
+func serveHTTP(hs *http.Server, lns []net.Listener) {
+	for _, ln := range lns {
 		if tl, ok := ln.(tlsListener); ok {
 			// net/http serves HTTP/2 to TLS connections that negotiated it
 			// when its TLSConfig offers h2, as the listener's does.
-			ms.TLSConfig = &tls.Config{NextProtos: []string{"h2", "http/1.1"}}
+			hs.TLSConfig = &tls.Config{NextProtos: []string{"h2", "http/1.1"}}
 			ln = tl.Listener
 		}
-		go func() { _ = ms.Serve(ln) }()
+		go func() { _ = hs.Serve(ln) }()
 	}
-	return func() { ms.Close() }
 }

@@ -130,7 +130,14 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	}
 	errc := make(chan error, len(lns)+1)
 	go func() { errc <- gs.Serve(gwLn) }()
+	// With --listen-client-http-urls, as in etcd, the HTTP endpoints are
+	// served there alone and the client URLs serve gRPC alone.
+	serveHTTP(hs, bound.clientHTTP)
 	for _, ln := range lns {
+		if len(bound.clientHTTP) > 0 {
+			go func() { errc <- gs.Serve(ln) }()
+			continue
+		}
 		// gRPC and etcd's HTTP endpoints (/health, /version, ...) share
 		// the client port, as in etcd.
 		var sopts httpapi.SplitOptions
@@ -144,7 +151,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		go func() { _ = hs.Serve(httpLn) }()
 	}
 	stopMetrics := serveMetrics(bound, httpapi.MetricsHandler(healthReader{srv}, httpapi.Options{Metrics: mets.Handler()}), log)
-	bound.client, bound.metrics = nil, nil // the servers own them now
+	bound.client, bound.clientHTTP, bound.metrics = nil, nil, nil // the servers own them now
 	// HTTP first: the gateway's streams (a watch over /v3/watch) hold gRPC
 	// streams that would keep a graceful gRPC stop waiting.
 	stopHTTP := sync.OnceFunc(func() {
@@ -175,11 +182,14 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		})
 	}
 
-	var urls []string
+	var urls, httpURLs []string
 	for _, u := range cfg.clientURLs {
 		urls = append(urls, u.String())
 	}
-	log.Info("revd ready", "name", cfg.name, "client_urls", urls, "nats", natsDescription(cfg),
+	for _, u := range cfg.clientHTTPURLs {
+		httpURLs = append(httpURLs, u.String())
+	}
+	log.Info("revd ready", "name", cfg.name, "client_urls", urls, "client_http_urls", httpURLs, "nats", natsDescription(cfg),
 		"member_id", fmt.Sprintf("%x", srv.MemberID()), "cluster_id", fmt.Sprintf("%x", srv.ClusterID()))
 	if srv.AuthEnabled() && (cfg.natsURL != "" || cfg.natsListen != natsapi.ListenOff) {
 		log.Warn("authentication is on, and the NATS bus carries every change (the commit feed), passwords (auth.authenticate) "+

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -163,5 +164,41 @@ func TestHTTPAccessFlags(t *testing.T) {
 		if code != 2 || !strings.Contains(out, "invalid value") {
 			t.Errorf("revd %s: exit %d, %q; etcd refuses it", bad, code, out)
 		}
+	}
+}
+
+// TestListenClientHTTPURLs: with etcd's --listen-client-http-urls, the
+// HTTP endpoints answer there as etcd 3.7.3's do, gRPC (etcdctl) works on
+// the client URL, and the client URL no longer answers HTTP, nor the HTTP
+// URL gRPC; the two flags may not name one address.
+func TestListenClientHTTPURLs(t *testing.T) {
+	kind := testutil.TargetKind(t, TargetEnv)
+	ports := testutil.FreePorts(t, 2)
+	httpURL := func(i int) string { return "http://127.0.0.1:" + strconv.Itoa(ports[i]) }
+	ref := testutil.StartEtcd(t, testutil.Options{ExtraArgs: []string{"--listen-client-http-urls=" + httpURL(0)}})
+	tgt := testutil.Start(t, kind, testutil.Options{ExtraArgs: []string{"--listen-client-http-urls=" + httpURL(1)}})
+	for _, path := range []string{"/health", "/version", "/readyz?verbose", "/nope"} {
+		want, got := httpDo(t, "GET", httpURL(0)+path), httpDo(t, "GET", httpURL(1)+path)
+		if !equalAnswers(want, got) {
+			t.Errorf("GET %s on the HTTP URL:\netcd 3.7.3: %d %q\n%s: %d %q", path, want.status, want.body, kind, got.status, got.body)
+		}
+	}
+	ctl := mustEtcdctl(t)
+	for _, p := range []*testutil.Proc{ref, tgt} {
+		if res := etcdctl(t, ctl, p.Endpoint, "", "put", "k", "v"); res.Exit != 0 {
+			t.Errorf("etcdctl put on the client URL of %s: %s", p.Endpoint, res)
+		}
+		if _, err := http.Get(p.ClientURL + "/health"); err == nil {
+			t.Errorf("GET /health on the gRPC-only client URL %s answered", p.ClientURL)
+		}
+	}
+	for i := range 2 {
+		if res := etcdctl(t, ctl, strings.TrimPrefix(httpURL(i), "http://"), "", "--dial-timeout=1s", "--command-timeout=2s", "get", "k"); res.Exit == 0 {
+			t.Errorf("etcdctl get on the HTTP-only URL %s worked: %s", httpURL(i), res)
+		}
+	}
+	code, out := runRevd(t, "--data-dir="+t.TempDir(), "--listen-client-urls="+httpURL(0), "--listen-client-http-urls="+httpURL(0))
+	if code == 0 || !strings.Contains(out, "cannot bind both --listen-client-urls and --listen-client-http-urls on the same url "+httpURL(0)) {
+		t.Errorf("one address in both flags: exit %d, %q", code, out)
 	}
 }
