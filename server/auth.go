@@ -49,6 +49,9 @@ type authGate struct {
 	be    *authBackend
 	cost  int // bcrypt cost
 	cn    bool
+	// forwardSecret proves a caller passed on by revd's own API clients
+	// (authforward.go).
+	forwardSecret string
 }
 
 // The gate's modes. authBroken follows an auth change whose journal commit
@@ -85,7 +88,8 @@ func (s *Server) openAuth() error {
 	if err != nil {
 		return fmt.Errorf("server: --auth-token %q: %w", s.opts.AuthToken, err)
 	}
-	g := &authGate{be: newAuthBackend(st, s.j.ChangeAuth, s.onAuthFail), cost: s.opts.BcryptCost, cn: s.opts.ClientCertAuth}
+	g := &authGate{be: newAuthBackend(st, s.j.ChangeAuth, s.onAuthFail), cost: s.opts.BcryptCost, cn: s.opts.ClientCertAuth,
+		forwardSecret: newForwardSecret()}
 	g.store = auth.NewAuthStore(lg, g.be, tp, g.cost)
 	if err := g.be.failed(); err != nil {
 		g.store.Close()
@@ -117,6 +121,9 @@ func (g *authGate) authInfo(ctx context.Context) (*auth.AuthInfo, error) {
 	ai, err := g.store.AuthInfoFromCtx(ctx)
 	if ai != nil || err != nil || !g.cn {
 		return ai, err
+	}
+	if ai := g.forwarded(ctx); ai != nil {
+		return ai, nil
 	}
 	return g.store.AuthInfoFromTLS(ctx), nil
 }

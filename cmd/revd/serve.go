@@ -115,7 +115,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return err
 	}
 	// etcd's Lock and Election services, clients of the API as in etcd.
-	closeLockElection := grpcapi.RegisterLockElection(grpcstats.Registrar(gs, rpcStats), gwConn)
+	closeLockElection := grpcapi.RegisterLockElection(grpcstats.Registrar(gs, rpcStats), gwConn, srv.ForwardCertCaller)
 	hs := &http.Server{
 		Handler: httpapi.Handler(healthReader{srv}, httpapi.Options{
 			ServerVersion: server.APIVersion, ClusterVersion: server.ClusterVersion, StorageVersion: server.StorageVersion,

@@ -114,7 +114,8 @@ func NewWire(srv *server.Server, opts Options) *grpcwire.Server {
 		opts.MaxRequestBytes = server.DefaultMaxRequestBytes
 	}
 	wopts := grpcwire.Options{MaxRecvMsgSize: opts.MaxRequestBytes + grpcOverheadBytes, Logger: opts.Logger, Stats: opts.Stats,
-		MaxConcurrentStreams: opts.MaxConcurrentStreams, KeepaliveMinTime: opts.KeepaliveMinTime}
+		MaxConcurrentStreams: opts.MaxConcurrentStreams, KeepaliveMinTime: opts.KeepaliveMinTime,
+		PassMetadata: []string{server.ForwardedCallerKey}}
 	if t, timeout, ok := opts.keepaliveParams(); ok {
 		wopts.KeepaliveTime, wopts.KeepaliveTimeout = t, timeout
 	}

@@ -24,20 +24,25 @@ import (
 // one over conn, a connection to its own gRPC server (cmd/revd's is in
 // process too).
 //
+// forward, if set, passes on a caller its client certificate names
+// (server.Server.ForwardCertCaller): etcd's services act as that user, for
+// they call its server with the request's context.
+//
 // The returned function closes that client, for the server's stop: calls
 // waiting for a lock or a leader, and Observe streams, then end with
 // etcd's "server stopped" (Unavailable, which tells clients to go
 // elsewhere), not with the client's own errors or an Observe that looks
 // finished.
-func RegisterLockElection(r grpc.ServiceRegistrar, conn grpc.ClientConnInterface) (closeClient func()) {
+func RegisterLockElection(r grpc.ServiceRegistrar, conn grpc.ClientConnInterface, forward func(context.Context) context.Context) (closeClient func()) {
 	c := clientv3.NewCtxClient(context.Background(), clientv3.WithZapLogger(zap.NewNop()))
 	c.KV = clientv3.NewKVFromKVClient(pb.NewKVClient(conn), c)
 	// etcd's in-process client waits a second for a keep-alive answer.
 	c.Lease = clientv3.NewLeaseFromLeaseClient(pb.NewLeaseClient(conn), c, time.Second)
 	c.Watcher = clientv3.NewWatchFromWatchClient(pb.NewWatchClient(conn), c)
 	stopping := new(atomic.Bool)
-	v3lockpb.RegisterLockServer(r, &stoppableLock{LockServer: v3lock.NewLockServer(c), stopping: stopping})
-	v3electionpb.RegisterElectionServer(r, &stoppableElection{ElectionServer: v3election.NewElectionServer(c), stopping: stopping})
+	as := asCaller(forward)
+	v3lockpb.RegisterLockServer(r, &stoppableLock{LockServer: v3lock.NewLockServer(c), stopping: stopping, as: as})
+	v3electionpb.RegisterElectionServer(r, &stoppableElection{ElectionServer: v3election.NewElectionServer(c), stopping: stopping, as: as})
 	return func() {
 		stopping.Store(true)
 		c.Close()
@@ -53,49 +58,63 @@ func stopped[T any](stopping *atomic.Bool, resp T, err error) (T, error) {
 	return resp, err
 }
 
+// asCaller is the context a service's call runs under: its caller's
+// token, or the user its certificate names (forward), passed on.
+func asCaller(forward func(context.Context) context.Context) func(context.Context) context.Context {
+	return func(ctx context.Context) context.Context {
+		ctx = withToken(ctx)
+		if forward != nil {
+			ctx = forward(ctx)
+		}
+		return ctx
+	}
+}
+
 type stoppableLock struct {
 	v3lockpb.LockServer
 	stopping *atomic.Bool
+	as       func(context.Context) context.Context
 }
 
 func (l *stoppableLock) Lock(ctx context.Context, r *v3lockpb.LockRequest) (*v3lockpb.LockResponse, error) {
-	resp, err := l.LockServer.Lock(withToken(ctx), r)
+	resp, err := l.LockServer.Lock(l.as(ctx), r)
 	return stopped(l.stopping, resp, err)
 }
 
 func (l *stoppableLock) Unlock(ctx context.Context, r *v3lockpb.UnlockRequest) (*v3lockpb.UnlockResponse, error) {
-	resp, err := l.LockServer.Unlock(withToken(ctx), r)
+	resp, err := l.LockServer.Unlock(l.as(ctx), r)
 	return stopped(l.stopping, resp, err)
 }
 
 type stoppableElection struct {
 	v3electionpb.ElectionServer
 	stopping *atomic.Bool
+	as       func(context.Context) context.Context
 }
 
 func (e *stoppableElection) Campaign(ctx context.Context, r *v3electionpb.CampaignRequest) (*v3electionpb.CampaignResponse, error) {
-	resp, err := e.ElectionServer.Campaign(withToken(ctx), r)
+	resp, err := e.ElectionServer.Campaign(e.as(ctx), r)
 	return stopped(e.stopping, resp, err)
 }
 
 func (e *stoppableElection) Proclaim(ctx context.Context, r *v3electionpb.ProclaimRequest) (*v3electionpb.ProclaimResponse, error) {
-	resp, err := e.ElectionServer.Proclaim(withToken(ctx), r)
+	resp, err := e.ElectionServer.Proclaim(e.as(ctx), r)
 	return stopped(e.stopping, resp, err)
 }
 
 func (e *stoppableElection) Leader(ctx context.Context, r *v3electionpb.LeaderRequest) (*v3electionpb.LeaderResponse, error) {
-	resp, err := e.ElectionServer.Leader(withToken(ctx), r)
+	resp, err := e.ElectionServer.Leader(e.as(ctx), r)
 	return stopped(e.stopping, resp, err)
 }
 
 func (e *stoppableElection) Observe(r *v3electionpb.LeaderRequest, s v3electionpb.Election_ObserveServer) error {
-	err := e.ElectionServer.Observe(r, tokenStream{s})
+	err := e.ElectionServer.Observe(r, tokenStream{s, e.as})
 	_, err = stopped(e.stopping, struct{}{}, err)
 	return err
 }
 
 func (e *stoppableElection) Resign(ctx context.Context, r *v3electionpb.ResignRequest) (*v3electionpb.ResignResponse, error) {
-	resp, err := e.ElectionServer.Resign(withToken(ctx), r)
+	resp, err := e.ElectionServer.Resign(e.as(ctx), r)
 	return stopped(e.stopping, resp, err)
 }
 
@@ -115,13 +134,14 @@ func ForwardToken() []grpc.DialOption {
 	}
 }
 
-// tokenStream is an Observe stream whose context carries its caller's
-// token on, as withToken.
+// tokenStream is an Observe stream whose context carries its caller on,
+// as asCaller.
 type tokenStream struct {
 	v3electionpb.Election_ObserveServer
+	as func(context.Context) context.Context
 }
 
-func (s tokenStream) Context() context.Context { return withToken(s.Election_ObserveServer.Context()) }
+func (s tokenStream) Context() context.Context { return s.as(s.Election_ObserveServer.Context()) }
 
 // withToken copies ctx's incoming auth metadata to its outgoing metadata.
 // The services get such a context: the client they call through keeps a

@@ -148,7 +148,7 @@ func (c *conn) serve() {
 
 	fr := http2.NewFramer(nil, br)
 	fr.SetReuseFrames()
-	hb := newHeaderBlock()
+	hb := newHeaderBlock(c.srv.opts.PassMetadata)
 	for {
 		c.mu.Lock()
 		for len(c.out) > maxOut && !c.closed {

@@ -64,7 +64,8 @@
 // KeepaliveTimeout, KeepaliveMinTime); Options.MaxConcurrentStreams limits
 // the streams of a connection. GOAWAY is sent on GracefulStop. Of the request metadata, handlers see
 // only what revd's read: etcd's auth token ("token", or "authorization" as
-// etcd's JSON gateway sends it), as incoming metadata
+// etcd's JSON gateway sends it) and the keys of Options.PassMetadata, as
+// incoming metadata
 // (metadata.FromIncomingContext). On a TLS connection the context carries
 // the peer's TLS state as grpc-go's TLS credentials do (peer.FromContext),
 // for etcd's client-certificate authentication.

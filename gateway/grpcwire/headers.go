@@ -35,8 +35,10 @@ type headerBlock struct {
 
 	// The fields a call reads.
 	path, contentType, timeout, encoding string
-	// The metadata passed on to handlers: etcd's auth token (see md).
+	// The metadata passed on to handlers: etcd's auth token (see md), and
+	// the first value of each of passKeys (Options.PassMetadata) in pass.
 	token, authorization string
+	passKeys, pass       []string
 
 	headersLeft, trailersLeft uint32 // header list budgets, as x/net keeps them
 	truncated                 bool   // the header list exceeded its budget
@@ -47,8 +49,8 @@ type headerBlock struct {
 	pseudos                   uint8 // the pseudo-headers seen, a bit each
 }
 
-func newHeaderBlock() *headerBlock {
-	b := &headerBlock{}
+func newHeaderBlock(passKeys []string) *headerBlock {
+	b := &headerBlock{passKeys: passKeys}
 	b.dec = hpack.NewDecoder(4096, b.emit)
 	b.dec.SetMaxStringLength(maxHeaderListSize)
 	return b
@@ -58,6 +60,7 @@ func newHeaderBlock() *headerBlock {
 func (b *headerBlock) begin(f *http2.HeadersFrame) {
 	*b = headerBlock{
 		dec:          b.dec,
+		passKeys:     b.passKeys,
 		streamID:     f.StreamID,
 		endStream:    f.StreamEnded(),
 		headersLeft:  maxHeaderListSize,
@@ -174,6 +177,17 @@ func (b *headerBlock) emit(hf hpack.HeaderField) {
 		if b.authorization == "" {
 			b.authorization = hf.Value
 		}
+	default:
+		for i, k := range b.passKeys {
+			if hf.Name == k {
+				if b.pass == nil {
+					b.pass = make([]string, len(b.passKeys))
+				}
+				if b.pass[i] == "" {
+					b.pass[i] = hf.Value
+				}
+			}
+		}
 	}
 }
 
@@ -194,13 +208,18 @@ func validFieldName(v string) bool {
 // md returns ctx with the block's metadata as incoming gRPC metadata, as
 // grpc-go passes it to handlers (metadata.FromIncomingContext): only the
 // fields revd's handlers read, etcd's auth token under "token" and
-// "authorization" (etcd's JSON gateway passes it there). Without them, ctx
-// itself: most calls carry none.
+// "authorization" (etcd's JSON gateway passes it there), and the keys of
+// Options.PassMetadata. Without them, ctx itself: most calls carry none.
 func (b *headerBlock) md(ctx context.Context) context.Context {
-	if b.token == "" && b.authorization == "" {
+	if b.token == "" && b.authorization == "" && len(b.pass) == 0 {
 		return ctx
 	}
 	md := metadata.MD{}
+	for i, v := range b.pass {
+		if v != "" {
+			md[b.passKeys[i]] = []string{v}
+		}
+	}
 	if b.token != "" {
 		md["token"] = []string{b.token}
 	}

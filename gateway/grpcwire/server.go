@@ -51,6 +51,10 @@ type Options struct {
 	// KeepaliveMinTime is the shortest interval between a client's pings
 	// that is not a strike against it. Default DefaultKeepaliveMinTime.
 	KeepaliveMinTime time.Duration
+	// PassMetadata are request metadata keys (lower case) whose first
+	// value handlers see too (metadata.FromIncomingContext), besides
+	// etcd's auth token. Default none.
+	PassMetadata []string
 	// KeepalivePermitWithoutStream lets a client with no open stream ping
 	// every KeepaliveMinTime; otherwise it must wait two hours. Default
 	// false, as etcd configures it.

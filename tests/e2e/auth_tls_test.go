@@ -1,8 +1,17 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3election/v3electionpb"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	"revd/internal/serverproc"
 	"revd/internal/testpki"
@@ -12,7 +21,8 @@ import (
 // TestAuthCommonName: with --client-cert-auth and authentication on, a
 // request without a token is the user its client certificate names (its
 // common name), as in etcd; a token wins over the certificate. etcdctl's
-// answers compared with etcd 3.7.3's, with each of revd's gRPC servers.
+// answers compared with etcd 3.7.3's, with each of revd's gRPC servers;
+// the Lock and Election services act as that user too.
 func TestAuthCommonName(t *testing.T) {
 	kind := testutil.TargetKind(t, TargetEnv)
 	impls := []string{"wire", "grpc-go"}
@@ -59,6 +69,8 @@ func testAuthCommonName(t *testing.T, kind, impl string) {
 		as("alice", "get", "a/x"),
 		as("alice", "put", "b", "1"),
 		as("alice", "user", "get", "alice"),
+		as("alice", "lock", "a/lk", "echo", "held"), // clientv3's concurrency package, as alice
+		as("alice", "lock", "b/lk", "echo", "held"),
 		as("alice", "user", "list"),
 		as("client", "put", "a/x", "2"),
 		as("client", "user", "list"),
@@ -82,6 +94,47 @@ func testAuthCommonName(t *testing.T, kind, impl string) {
 			t.Fatalf("#%d etcdctl %s\netcd 3.7.3:\n%s\n%s:\n%s", i, strings.Join(args, " "), want, kind, got)
 		}
 	}
+	// The Lock and Election services, called with alice's certificate
+	// alone, act as alice: within her prefix, and not outside it.
+	aliceCert, aliceKey := p.ClientFor(t, "alice")
+	tc, err := (&serverproc.TLS{CAFile: p.CAFile, ClientCertFile: aliceCert, ClientKeyFile: aliceKey}).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	services := func(endpoint string) string {
+		conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var out []string
+		outcome := func(what string, err error) {
+			out = append(out, fmt.Sprintf("%s: %v", what, status.Convert(err).Message()))
+		}
+		lc := v3lockpb.NewLockClient(conn)
+		for _, name := range []string{"a/lk", "b/lk"} {
+			resp, err := lc.Lock(ctx, &v3lockpb.LockRequest{Name: []byte(name)})
+			outcome("lock "+name, err)
+			if err == nil {
+				_, err = lc.Unlock(ctx, &v3lockpb.UnlockRequest{Key: resp.Key})
+				outcome("unlock "+name, err)
+			}
+		}
+		ec := v3electionpb.NewElectionClient(conn)
+		for _, name := range []string{"a/el", "b/el"} {
+			_, err := ec.Leader(ctx, &v3electionpb.LeaderRequest{Name: []byte(name)})
+			outcome("leader "+name, err)
+		}
+		return strings.Join(out, "; ")
+	}
+	if want, got := services(ref.Endpoint), services(tgt.Endpoint); want != got {
+		t.Errorf("Lock and Election with a certificate naming alice:\netcd 3.7.3: %s\n%s: %s", want, kind, got)
+	} else if *showOutput {
+		t.Log(want)
+	}
+
 	// etcd's JSON gateway refuses a client certificate that names a user
 	// (it could not act as that user); other HTTP endpoints serve it.
 	hc := tlsHTTPClient(t, p.CAFile, p.ClientCert, p.ClientKey)
