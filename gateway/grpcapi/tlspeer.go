@@ -7,6 +7,8 @@ import (
 	"net"
 
 	"google.golang.org/grpc/credentials"
+
+	"revd/internal/netconn"
 )
 
 // tlsPeer gives google.golang.org/grpc's server the TLS state of the
@@ -22,16 +24,9 @@ type tlsPeer struct{}
 var errClientSide = errors.New("grpcapi: tlsPeer serves; it dials nothing")
 
 func (tlsPeer) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	for cc := c; cc != nil; {
-		if tc, ok := cc.(*tls.Conn); ok {
-			return c, credentials.TLSInfo{State: tc.ConnectionState(),
-				CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}, nil
-		}
-		w, ok := cc.(interface{ NetConn() net.Conn })
-		if !ok {
-			break
-		}
-		cc = w.NetConn()
+	if tc, ok := netconn.Under[*tls.Conn](c); ok {
+		return c, credentials.TLSInfo{State: tc.ConnectionState(),
+			CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}, nil
 	}
 	return c, nil, nil
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"revd/internal/netconn"
 )
 
 // Keepalive, as grpc-go's server keeps connections alive and as etcd
@@ -183,17 +185,10 @@ func (o *Options) maxStreamsSetting() []http2.Setting {
 // with its keepalive timeout. Errors are ignored: a connection that is not
 // TCP (a test's pipe, a Unix socket) has none.
 func setUserTimeout(nc net.Conn, d time.Duration) {
-	for {
-		switch c := nc.(type) {
-		case interface{ NetConn() net.Conn }:
-			nc = c.NetConn()
-			continue
-		case *net.TCPConn:
-			if rc, err := c.SyscallConn(); err == nil {
-				setUserTimeoutRaw(rc, d)
-			}
+	if tc, ok := netconn.Under[*net.TCPConn](nc); ok {
+		if rc, err := tc.SyscallConn(); err == nil {
+			setUserTimeoutRaw(rc, d)
 		}
-		return
 	}
 }
 

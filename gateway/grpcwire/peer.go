@@ -8,6 +8,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+
+	"revd/internal/netconn"
 )
 
 // peerContext is the context of a connection's calls: on a TLS connection
@@ -21,19 +23,13 @@ import (
 // connection was read from.
 func peerContext(nc net.Conn) context.Context {
 	ctx := context.Background()
-	for c := nc; c != nil; {
-		if tc, ok := c.(*tls.Conn); ok {
-			ctx = metadata.NewIncomingContext(ctx, metadata.MD{})
-			return peer.NewContext(ctx, &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: credentials.TLSInfo{
-				State:          tc.ConnectionState(),
-				CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity},
-			}})
-		}
-		w, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			break
-		}
-		c = w.NetConn()
+	tc, ok := netconn.Under[*tls.Conn](nc)
+	if !ok {
+		return ctx
 	}
-	return ctx
+	ctx = metadata.NewIncomingContext(ctx, metadata.MD{})
+	return peer.NewContext(ctx, &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: credentials.TLSInfo{
+		State:          tc.ConnectionState(),
+		CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity},
+	}})
 }

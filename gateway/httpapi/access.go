@@ -7,6 +7,10 @@ import (
 	"net"
 	"net/http"
 	"strings"
+
+	"go.etcd.io/etcd/pkg/v3/httputil"
+
+	"revd/internal/netconn"
 )
 
 // accessController is what etcd puts in front of its client port's HTTP
@@ -26,7 +30,7 @@ func (ac *accessController) ServeHTTP(w http.ResponseWriter, req *http.Request) 
 	}
 	tlsState := connTLS(req)
 	if tlsState == nil {
-		if host := hostname(req); !allowed(ac.opts.HostWhitelist, host) {
+		if host := httputil.GetHostname(req); !allowed(ac.opts.HostWhitelist, host) {
 			http.Error(w, hostRefused(host), http.StatusMisdirectedRequest)
 			return
 		}
@@ -63,14 +67,6 @@ func allowed(set map[string]struct{}, v string) bool {
 	return ok
 }
 
-// hostname is the Host header without its port.
-func hostname(req *http.Request) string {
-	if h, _, err := net.SplitHostPort(req.Host); err == nil {
-		return h
-	}
-	return req.Host
-}
-
 func corsHeaders(w http.ResponseWriter, origin string) {
 	w.Header().Add("Access-Control-Allow-Methods", "POST, GET, OPTIONS, PUT, DELETE")
 	w.Header().Add("Access-Control-Allow-Origin", origin)
@@ -100,16 +96,10 @@ type tlsConnKey struct{}
 // with which client certificate, as net/http's req.TLS tells of the
 // connections it wraps itself.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
-	for {
-		switch cc := c.(type) {
-		case *tls.Conn:
-			return context.WithValue(ctx, tlsConnKey{}, cc)
-		case interface{ NetConn() net.Conn }:
-			c = cc.NetConn()
-		default:
-			return ctx
-		}
+	if tc, ok := netconn.Under[*tls.Conn](c); ok {
+		return context.WithValue(ctx, tlsConnKey{}, tc)
 	}
+	return ctx
 }
 
 // connTLS is the TLS state of req's connection, nil over plain HTTP.
