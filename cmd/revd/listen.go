@@ -74,23 +74,29 @@ func (p *ports) secure(cfg *config, log *slog.Logger) error {
 		*ln = tlsListener{tls.NewListener(*ln, c)}
 		return nil
 	}
-	client := slices.Concat(p.client, p.clientHTTP)
-	for i, u := range append(slices.Clone(cfg.clientURLs), cfg.clientHTTPURLs...) {
-		if u.Scheme != "https" {
-			if cfg.tls.CertFile != "" || cfg.tls.KeyFile != "" {
-				log.Warn("scheme is http while key and cert files are present; ignoring key and cert files", "client-url", u.String())
+	clients := func(urls []*url.URL, lns []net.Listener, httpOnly bool) error {
+		for i, u := range urls {
+			if u.Scheme != "https" {
+				if cfg.tls.CertFile != "" || cfg.tls.KeyFile != "" {
+					log.Warn("scheme is http while key and cert files are present; ignoring key and cert files", "client-url", u.String())
+				}
+				if cfg.tls.ClientCertAuth {
+					log.Warn("scheme is http while --client-cert-auth is enabled; ignoring client cert auth for this URL", "client-url", u.String())
+				}
+				continue
 			}
-			if cfg.tls.ClientCertAuth {
-				log.Warn("scheme is http while --client-cert-auth is enabled; ignoring client cert auth for this URL", "client-url", u.String())
+			if err := wrap(u, &lns[i], httpOnly); err != nil {
+				return err
 			}
-			continue
 		}
-		if err := wrap(u, &client[i], i >= len(p.client)); err != nil {
-			return err
-		}
+		return nil
 	}
-	copy(p.client, client)
-	copy(p.clientHTTP, client[len(p.client):])
+	if err := clients(cfg.clientURLs, p.client, false); err != nil {
+		return err
+	}
+	if err := clients(cfg.clientHTTPURLs, p.clientHTTP, true); err != nil {
+		return err
+	}
 	for i, u := range cfg.metricsURLs {
 		if u.Scheme == "https" {
 			if err := wrap(u, &p.metrics[i], true); err != nil {

@@ -68,7 +68,7 @@ type Options struct {
 
 // keepaliveParams reports the server keepalive parameters to apply, as
 // etcd's embed package decides: both or neither.
-func (o Options) keepaliveParams() (time, timeout time.Duration, ok bool) {
+func (o Options) keepaliveParams() (interval, timeout time.Duration, ok bool) {
 	if o.KeepaliveInterval > 0 && o.KeepaliveTimeout > 0 {
 		return o.KeepaliveInterval, o.KeepaliveTimeout, true
 	}
@@ -98,8 +98,8 @@ func New(srv *server.Server, opts Options) *grpc.Server {
 	if opts.KeepaliveMinTime > 0 {
 		gopts = append(gopts, grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.KeepaliveMinTime, PermitWithoutStream: false}))
 	}
-	if t, timeout, ok := opts.keepaliveParams(); ok {
-		gopts = append(gopts, grpc.KeepaliveParams(keepalive.ServerParameters{Time: t, Timeout: timeout}))
+	if interval, timeout, ok := opts.keepaliveParams(); ok {
+		gopts = append(gopts, grpc.KeepaliveParams(keepalive.ServerParameters{Time: interval, Timeout: timeout}))
 	}
 	gs := grpc.NewServer(gopts...)
 	register(grpcstats.Registrar(gs, opts.Stats), srv)
@@ -116,8 +116,8 @@ func NewWire(srv *server.Server, opts Options) *grpcwire.Server {
 	wopts := grpcwire.Options{MaxRecvMsgSize: opts.MaxRequestBytes + grpcOverheadBytes, Logger: opts.Logger, Stats: opts.Stats,
 		MaxConcurrentStreams: opts.MaxConcurrentStreams, KeepaliveMinTime: opts.KeepaliveMinTime,
 		PassMetadata: []string{server.ForwardedCallerKey}}
-	if t, timeout, ok := opts.keepaliveParams(); ok {
-		wopts.KeepaliveTime, wopts.KeepaliveTimeout = t, timeout
+	if interval, timeout, ok := opts.keepaliveParams(); ok {
+		wopts.KeepaliveTime, wopts.KeepaliveTimeout = interval, timeout
 	}
 	ws := grpcwire.NewServer(wopts)
 	register(ws, srv)

@@ -98,12 +98,12 @@ func (c *conn) startKeepalive() {
 func (p *pinger) run() {
 	c, o := p.c, &p.c.srv.opts
 	c.mu.Lock() // also orders this run after startKeepalive's p.timer
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
+	if c.closed {
+		c.mu.Unlock()
 		return
 	}
 	if last := c.lastRead.Load(); last > p.prev {
+		c.mu.Unlock()
 		// Read activity since the timer was armed: check again one
 		// KeepaliveTime after it.
 		p.outstanding = false
@@ -112,22 +112,18 @@ func (p *pinger) run() {
 		return
 	}
 	if p.outstanding && p.timeoutLeft <= 0 {
-		c.srv.opts.Logger.Debug("grpcwire: keepalive ping not answered", "remote", c.nc.RemoteAddr(), "timeout", o.KeepaliveTimeout)
+		c.mu.Unlock()
+		o.Logger.Debug("grpcwire: keepalive ping not answered", "remote", c.nc.RemoteAddr(), "timeout", o.KeepaliveTimeout)
 		c.close()
 		return
 	}
 	if !p.outstanding {
-		c.mu.Lock()
-		if c.closed {
-			c.mu.Unlock()
-			return
-		}
 		c.fw.WritePing(false, [8]byte{})
 		c.kickLocked()
-		c.mu.Unlock()
 		p.timeoutLeft = o.KeepaliveTimeout
 		p.outstanding = true
 	}
+	c.mu.Unlock()
 	sleep := min(o.KeepaliveTime, p.timeoutLeft)
 	p.timeoutLeft -= sleep
 	p.timer.Reset(sleep)
@@ -169,15 +165,6 @@ func (c *conn) onPing(f *http2.PingFrame) bool {
 	c.fw.WriteGoAway(c.maxID, http2.ErrCodeEnhanceYourCalm, []byte("too_many_pings"))
 	c.srv.opts.Logger.Debug("grpcwire: too many pings", "remote", c.nc.RemoteAddr())
 	return false
-}
-
-// maxStreamsSetting is the SETTINGS_MAX_CONCURRENT_STREAMS advertised: as
-// grpc-go, none when there is no limit.
-func (o *Options) maxStreamsSetting() []http2.Setting {
-	if o.MaxConcurrentStreams == 0 {
-		return nil
-	}
-	return []http2.Setting{{ID: http2.SettingMaxConcurrentStreams, Val: o.MaxConcurrentStreams}}
 }
 
 // setUserTimeout sets TCP_USER_TIMEOUT on the TCP connection under nc

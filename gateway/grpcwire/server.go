@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
@@ -59,6 +60,15 @@ type Options struct {
 	// every KeepaliveMinTime; otherwise it must wait two hours. Default
 	// false, as etcd configures it.
 	KeepalivePermitWithoutStream bool
+}
+
+// maxStreamsSetting is the SETTINGS_MAX_CONCURRENT_STREAMS advertised: as
+// grpc-go, none when there is no limit.
+func (o *Options) maxStreamsSetting() []http2.Setting {
+	if o.MaxConcurrentStreams == 0 {
+		return nil
+	}
+	return []http2.Setting{{ID: http2.SettingMaxConcurrentStreams, Val: o.MaxConcurrentStreams}}
 }
 
 // AsyncFunc starts a unary call without a goroutine of its own. It runs on

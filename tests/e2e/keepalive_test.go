@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,15 +18,8 @@ func TestGRPCConnectionFlags(t *testing.T) {
 	kind := testutil.TargetKind(t, TargetEnv)
 	opts := testutil.Options{ExtraArgs: []string{"--grpc-keepalive-interval=1s", "--grpc-keepalive-timeout=1s",
 		"--grpc-keepalive-min-time=1s", "--max-concurrent-streams=2", "--enable-pprof"}}
-	var ref, tgt *testutil.Proc
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); ref = testutil.StartEtcd(t, opts) }()
-	go func() { defer wg.Done(); tgt = testutil.Start(t, kind, opts) }()
-	wg.Wait()
-	if ref == nil || tgt == nil {
-		t.FailNow()
-	}
+	ref := testutil.StartEtcd(t, opts)
+	tgt := testutil.Start(t, kind, opts)
 	addrs := map[string]string{"etcd 3.7.3": ref.Endpoint, kind: tgt.Endpoint}
 
 	t.Run("silent client is pinged, then cut off", func(t *testing.T) {
