@@ -1,6 +1,8 @@
 package main
 
 import (
+	"go.etcd.io/etcd/pkg/v3/flags"
+
 	"flag"
 	"fmt"
 	"sort"
@@ -28,13 +30,17 @@ const (
 	kindUint // etcd's uint, uint32 and uint64 flags
 	kindInt
 	kindDuration
+	kindOneOf   // one of valid (etcd's SelectiveStringValue)
+	kindSomeOf  // comma-separated, each one of valid (SelectiveStringsValue)
+	kindDropped // any value or none: a flag etcd dropped long ago and still accepts
 )
 
 // ignoredFlag is one such flag.
 type ignoredFlag struct {
-	name string
-	kind flagKind
-	why  string
+	name  string
+	kind  flagKind
+	why   string
+	valid []string // kindOneOf and kindSomeOf
 }
 
 const (
@@ -43,85 +49,107 @@ const (
 	whyLogging   = "revd logs with --log-level to stderr"
 	whyStorage   = "revd's journal is not bbolt"
 	whyDiscovery = "revd is a single member and discovers no peers"
+	whyDropped   = "etcd itself no longer supports it and ignores it"
+	deprecatedV2 = "it is deprecated and scheduled for removal in v3.8, and etcd enforces its default too, ignoring the value"
 )
 
 var ignoredEtcdFlags = []ignoredFlag{
-	{"listen-peer-urls", kindString, whyPeers},
-	{"initial-advertise-peer-urls", kindString, whyPeers},
-	{"initial-cluster-state", kindString, whyPeers},
-	{"initial-cluster-token", kindString, whyPeers},
-	{"strict-reconfig-check", kindBool, whyPeers},
-	{"max-learners", kindInt, whyPeers},
-	{"raft-read-timeout", kindDuration, whyPeers},
-	{"raft-write-timeout", kindDuration, whyPeers},
-	{"corrupt-check-time", kindDuration, whyPeers},
-	{"compact-hash-check-time", kindDuration, whyPeers},
-	{"downgrade-check-time", kindDuration, whyPeers},
-	{"peer-cert-file", kindString, whyPeers},
-	{"peer-key-file", kindString, whyPeers},
-	{"peer-client-cert-file", kindString, whyPeers},
-	{"peer-client-key-file", kindString, whyPeers},
-	{"peer-trusted-ca-file", kindString, whyPeers},
-	{"peer-crl-file", kindString, whyPeers},
-	{"peer-cert-allowed-cn", kindString, whyPeers},
-	{"peer-cert-allowed-hostname", kindString, whyPeers},
-	{"peer-client-cert-auth", kindBool, whyPeers},
-	{"peer-auto-tls", kindBool, whyPeers},
-	{"peer-skip-client-san-verification", kindBool, whyPeers},
-	{"discovery-endpoints", kindString, whyDiscovery},
-	{"discovery-token", kindString, whyDiscovery},
-	{"discovery-dial-timeout", kindDuration, whyDiscovery},
-	{"discovery-request-timeout", kindDuration, whyDiscovery},
-	{"discovery-keepalive-time", kindDuration, whyDiscovery},
-	{"discovery-keepalive-timeout", kindDuration, whyDiscovery},
-	{"discovery-insecure-transport", kindBool, whyDiscovery},
-	{"discovery-insecure-skip-tls-verify", kindBool, whyDiscovery},
-	{"discovery-cert", kindString, whyDiscovery},
-	{"discovery-key", kindString, whyDiscovery},
-	{"discovery-cacert", kindString, whyDiscovery},
-	{"discovery-user", kindString, whyDiscovery},
-	{"discovery-password", kindString, whyDiscovery},
-	{"discovery-srv", kindString, whyDiscovery},
-	{"discovery-srv-name", kindString, whyDiscovery},
-	{"snapshot-count", kindUint, whyRaft},
-	{"snapshot-catchup-entries", kindUint, whyRaft},
-	{"heartbeat-interval", kindUint, whyRaft},
-	{"election-timeout", kindUint, whyRaft},
-	{"pre-vote", kindBool, whyRaft},
-	{"initial-election-tick-advance", kindBool, whyRaft},
-	{"max-snapshots", kindUint, whyRaft},
-	{"max-wals", kindUint, whyRaft},
-	{"force-new-cluster", kindBool, whyRaft},
-	{"logger", kindString, whyLogging},
-	{"log-outputs", kindString, whyLogging},
-	{"log-format", kindString, whyLogging},
-	{"enable-log-rotation", kindBool, whyLogging},
-	{"log-rotation-config-json", kindString, whyLogging},
-	{"wal-dir", kindString, "revd's journal is its write-ahead log, in --data-dir"},
-	{"backend-batch-interval", kindDuration, whyStorage},
-	{"backend-batch-limit", kindInt, whyStorage},
-	{"backend-bbolt-freelist-type", kindString, whyStorage},
-	{"bootstrap-defrag-threshold-megabytes", kindUint, whyStorage},
-	{"memory-mlock", kindBool, whyStorage},
-	{"compaction-batch-limit", kindInt, whyStorage},
-	{"compaction-sleep-interval", kindDuration, whyStorage},
-	{"unsafe-no-fsync", kindBool, "revd always syncs its journal before answering a write"},
-	{"metrics", kindString, "revd serves the same /metrics either way"},
-	{"enable-grpc-gateway", kindBool, "revd always serves etcd's JSON gateway, etcd's default"},
-	{"feature-gates", kindString, "revd has none of etcd's feature gates"},
-	{"warning-apply-duration", kindDuration, "revd does not log slow applies"},
-	{"warning-unary-request-duration", kindDuration, "revd does not log slow requests"},
-	{"enable-distributed-tracing", kindBool, "revd has no OpenTelemetry tracing"},
-	{"distributed-tracing-address", kindString, "revd has no OpenTelemetry tracing"},
-	{"distributed-tracing-service-name", kindString, "revd has no OpenTelemetry tracing"},
-	{"distributed-tracing-instance-id", kindString, "revd has no OpenTelemetry tracing"},
-	{"distributed-tracing-sampling-rate", kindInt, "revd has no OpenTelemetry tracing"},
+	{"listen-peer-urls", kindString, whyPeers, nil},
+	{"initial-advertise-peer-urls", kindString, whyPeers, nil},
+	{"initial-cluster-state", kindOneOf, whyPeers, []string{"new", "existing"}},
+	{"initial-cluster-token", kindString, whyPeers, nil},
+	{"strict-reconfig-check", kindBool, whyPeers, nil},
+	{"max-learners", kindInt, whyPeers, nil},
+	{"raft-read-timeout", kindDuration, whyPeers, nil},
+	{"raft-write-timeout", kindDuration, whyPeers, nil},
+	{"corrupt-check-time", kindDuration, whyPeers, nil},
+	{"compact-hash-check-time", kindDuration, whyPeers, nil},
+	{"downgrade-check-time", kindDuration, whyPeers, nil},
+	{"peer-cert-file", kindString, whyPeers, nil},
+	{"peer-key-file", kindString, whyPeers, nil},
+	{"peer-client-cert-file", kindString, whyPeers, nil},
+	{"peer-client-key-file", kindString, whyPeers, nil},
+	{"peer-trusted-ca-file", kindString, whyPeers, nil},
+	{"peer-crl-file", kindString, whyPeers, nil},
+	{"peer-cert-allowed-cn", kindString, whyPeers, nil},
+	{"peer-cert-allowed-hostname", kindString, whyPeers, nil},
+	{"peer-client-cert-auth", kindBool, whyPeers, nil},
+	{"peer-auto-tls", kindBool, whyPeers, nil},
+	{"peer-skip-client-san-verification", kindBool, whyPeers, nil},
+	{"discovery-endpoints", kindString, whyDiscovery, nil},
+	{"discovery-token", kindString, whyDiscovery, nil},
+	{"discovery-dial-timeout", kindDuration, whyDiscovery, nil},
+	{"discovery-request-timeout", kindDuration, whyDiscovery, nil},
+	{"discovery-keepalive-time", kindDuration, whyDiscovery, nil},
+	{"discovery-keepalive-timeout", kindDuration, whyDiscovery, nil},
+	{"discovery-insecure-transport", kindBool, whyDiscovery, nil},
+	{"discovery-insecure-skip-tls-verify", kindBool, whyDiscovery, nil},
+	{"discovery-cert", kindString, whyDiscovery, nil},
+	{"discovery-key", kindString, whyDiscovery, nil},
+	{"discovery-cacert", kindString, whyDiscovery, nil},
+	{"discovery-user", kindString, whyDiscovery, nil},
+	{"discovery-password", kindString, whyDiscovery, nil},
+	{"discovery-srv", kindString, whyDiscovery, nil},
+	{"discovery-srv-name", kindString, whyDiscovery, nil},
+	{"discovery-fallback", kindOneOf, whyDiscovery, []string{"exit", "proxy"}},
+	{"snapshot-count", kindUint, whyRaft, nil},
+	{"snapshot-catchup-entries", kindUint, whyRaft, nil},
+	{"heartbeat-interval", kindUint, whyRaft, nil},
+	{"election-timeout", kindUint, whyRaft, nil},
+	{"pre-vote", kindBool, whyRaft, nil},
+	{"initial-election-tick-advance", kindBool, whyRaft, nil},
+	{"max-snapshots", kindUint, whyRaft, nil},
+	{"max-wals", kindUint, whyRaft, nil},
+	{"force-new-cluster", kindBool, whyRaft, nil},
+	{"logger", kindString, whyLogging, nil},
+	{"log-outputs", kindString, whyLogging, nil},
+	{"log-format", kindString, whyLogging, nil},
+	{"enable-log-rotation", kindBool, whyLogging, nil},
+	{"log-rotation-config-json", kindString, whyLogging, nil},
+	{"wal-dir", kindString, "revd's journal is its write-ahead log, in --data-dir", nil},
+	{"backend-batch-interval", kindDuration, whyStorage, nil},
+	{"backend-batch-limit", kindInt, whyStorage, nil},
+	{"backend-bbolt-freelist-type", kindString, whyStorage, nil},
+	{"bootstrap-defrag-threshold-megabytes", kindUint, whyStorage, nil},
+	{"memory-mlock", kindBool, whyStorage, nil},
+	{"compaction-batch-limit", kindInt, whyStorage, nil},
+	{"compaction-sleep-interval", kindDuration, whyStorage, nil},
+	{"unsafe-no-fsync", kindBool, "revd always syncs its journal before answering a write", nil},
+	{"metrics", kindString, "revd serves the same /metrics either way", nil},
+	{"enable-grpc-gateway", kindBool, "revd always serves etcd's JSON gateway, etcd's default", nil},
+	{"feature-gates", kindString, "revd has none of etcd's feature gates", nil},
+	{"warning-apply-duration", kindDuration, "revd does not log slow applies", nil},
+	{"warning-unary-request-duration", kindDuration, "revd does not log slow requests", nil},
+	{"enable-distributed-tracing", kindBool, "revd has no OpenTelemetry tracing", nil},
+	{"distributed-tracing-address", kindString, "revd has no OpenTelemetry tracing", nil},
+	{"distributed-tracing-service-name", kindString, "revd has no OpenTelemetry tracing", nil},
+	{"distributed-tracing-instance-id", kindString, "revd has no OpenTelemetry tracing", nil},
+	{"distributed-tracing-sampling-rate", kindInt, "revd has no OpenTelemetry tracing", nil},
+	{"client-cert-file", kindString, "revd's JSON gateway calls the server in process, with no client certificate", nil},
+	{"client-key-file", kindString, "revd's JSON gateway calls the server in process, with no client certificate", nil},
+	{"v2-deprecation", kindSomeOf, deprecatedV2, []string{"write-only", "write-only-drop-data", "gone", "not-yet"}},
+}
+
+// droppedEtcdFlags are the flags etcd 3.7.3 accepts, with or without a
+// value, and ignores (etcdmain's "ignored" list: etcd 2's flags and the
+// test binary's).
+var droppedEtcdFlags = []string{
+	"cluster-active-size", "cluster-remove-delay", "cluster-sync-interval", "config", "force",
+	"max-result-buffer", "max-retry-attempts", "peer-heartbeat-interval", "peer-election-timeout",
+	"retry-interval", "snapshot", "v", "vv", "test.coverprofile", "test.outputdir",
+}
+
+func init() {
+	for _, name := range droppedEtcdFlags {
+		ignoredEtcdFlags = append(ignoredEtcdFlags, ignoredFlag{name: name, kind: kindDropped, why: whyDropped})
+	}
 }
 
 // etcdFlags holds what --initial-cluster was given; the ignored flags'
 // values are parsed (and so checked) and dropped.
 type etcdFlags struct {
 	initialCluster string
+	fallback       flag.Value // --discovery-fallback
 }
 
 // registerEtcdFlags adds the ignored flags and --initial-cluster to fs.
@@ -138,6 +166,16 @@ func registerEtcdFlags(fs *flag.FlagSet) *etcdFlags {
 			fs.Int(f.name, 0, usage)
 		case kindDuration:
 			fs.Duration(f.name, time.Duration(0), usage)
+		case kindOneOf:
+			v := flags.NewSelectiveStringValue(f.valid...)
+			if f.name == "discovery-fallback" {
+				e.fallback = v
+			}
+			fs.Var(v, f.name, usage+" (one of "+strings.Join(f.valid, ", ")+")")
+		case kindSomeOf:
+			fs.Var(flags.NewSelectiveStringsValue(f.valid...), f.name, usage+" (some of "+strings.Join(f.valid, ", ")+")")
+		case kindDropped:
+			fs.Var(&flags.IgnoredFlag{Name: f.name}, f.name, usage)
 		default:
 			fs.String(f.name, "", usage)
 		}
@@ -158,6 +196,9 @@ func (e *etcdFlags) check(name string, set map[string]bool) ([]string, error) {
 		}
 	}
 	sort.Strings(warnings)
+	if v := e.fallback.String(); v == "proxy" {
+		return nil, fmt.Errorf("v2 proxy is deprecated, and --discovery-fallback can't be configured as %q", v)
+	}
 	if !set["initial-cluster"] {
 		return warnings, nil
 	}

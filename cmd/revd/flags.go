@@ -55,45 +55,112 @@ type config struct {
 	keepaliveInterval     time.Duration
 	keepaliveTimeout      time.Duration
 	enablePprof           bool
+	reuseAddress          bool // --socket-reuse-address
+	reusePort             bool // --socket-reuse-port
 	cors, hostWhitelist   map[string]struct{}
 	authToken             string
 	authTokenTTL          uint
 	bcryptCost            uint
-	// warnings are logged once the logger exists: etcd flags ignored.
-	warnings []string
+	// notes and warnings are logged once the logger exists (at info and
+	// warn): environment variables used, etcd flags ignored.
+	notes, warnings []string
 }
 
-func parseFlags(args []string, stderr io.Writer) (*config, error) {
-	fs := flag.NewFlagSet("revd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfg := &config{}
-	var urls, httpURLs, advertise, metricsURLs, level, compactMode, compactRetention, ciphers, allowedHosts string
+// errVersion is parseFlags' answer to --version: print the version, exit 0.
+var errVersion = errors.New("revd: --version")
+
+// parseFlags reads revd's configuration as etcd reads its own: from the
+// command line, with environment variables ETCD_<FLAG> (dashes as
+// underscores) filling the flags the command line leaves unset, or, when
+// --config-file (or ETCD_CONFIG_FILE) names a file, from that file alone
+// (see configfile.go). environ is the process's environment
+// (os.Environ()); stderr gets the flag package's messages.
+func parseFlags(args, environ []string, stderr io.Writer) (*config, error) {
+	c := newCommandLine(stderr)
+	configFile := c.fs.String("config-file", "", "etcd's configuration file (YAML); when given, the other flags and the ETCD_* environment variables are ignored, as in etcd")
+	version := c.fs.Bool("version", false, "print the version and exit")
+	if err := c.fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if c.fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (flags start with --)", c.fs.Arg(0))
+	}
+	if *version {
+		return nil, errVersion
+	}
+	var notes, warnings []string
+	if *configFile == "" {
+		*configFile = envValue(environ, envPrefix+"_CONFIG_FILE")
+	}
+	if *configFile != "" {
+		fileArgs, fileWarnings, err := readConfigFile(*configFile)
+		if err != nil {
+			return nil, err
+		}
+		c = newCommandLine(io.Discard)
+		if err := c.fs.Parse(fileArgs); err != nil {
+			return nil, fmt.Errorf("--config-file %s: %w", *configFile, err)
+		}
+		notes = append(notes, fmt.Sprintf("loaded server configuration from %s; other command-line flags and environment variables are ignored, as in etcd", *configFile))
+		warnings = fileWarnings
+	} else {
+		var err error
+		if notes, warnings, err = flagsFromEnv(c.fs, environ); err != nil {
+			return nil, err
+		}
+	}
+	cfg, err := c.finish()
+	if err != nil {
+		return nil, err
+	}
+	cfg.notes = append(notes, cfg.notes...)
+	cfg.warnings = append(warnings, cfg.warnings...)
+	return cfg, nil
+}
+
+// commandLine is revd's flag set and the values its flags fill, which
+// finish checks and turns into a config.
+type commandLine struct {
+	fs                                                                                                  *flag.FlagSet
+	cfg                                                                                                 *config
+	urls, httpURLs, advertise, metricsURLs, level, compactMode, compactRetention, ciphers, allowedHosts string
+	cors                                                                                                *originsFlag
+	hostWhitelist                                                                                       *stringSetFlag
+	etcd                                                                                                *etcdFlags
+}
+
+// newCommandLine registers every flag; the flag package's messages go to
+// out.
+func newCommandLine(out io.Writer) *commandLine {
+	c := &commandLine{cfg: &config{}, fs: flag.NewFlagSet("revd", flag.ContinueOnError)}
+	fs, cfg := c.fs, c.cfg
+	fs.SetOutput(out)
 	fs.StringVar(&cfg.dataDir, "data-dir", "default.revd", "data directory (created if missing)")
-	fs.StringVar(&urls, "listen-client-urls", "http://127.0.0.1:2379", "comma-separated URLs to serve etcd's gRPC API and HTTP endpoints on (http:// or https://)")
-	fs.StringVar(&httpURLs, "listen-client-http-urls", "", "comma-separated URLs (http:// or https://) to serve the HTTP endpoints on; given, the --listen-client-urls serve gRPC only")
-	fs.StringVar(&advertise, "advertise-client-urls", "", "comma-separated URLs clients reach this member at, as member list reports them (default: the --listen-client-urls)")
-	fs.StringVar(&metricsURLs, "listen-metrics-urls", "", "comma-separated URLs (http:// or https://) to serve /metrics and the health endpoints on, besides the client URLs")
+	fs.StringVar(&c.urls, "listen-client-urls", "http://127.0.0.1:2379", "comma-separated URLs to serve etcd's gRPC API and HTTP endpoints on (http:// or https://)")
+	fs.StringVar(&c.httpURLs, "listen-client-http-urls", "", "comma-separated URLs (http:// or https://) to serve the HTTP endpoints on; given, the --listen-client-urls serve gRPC only")
+	fs.StringVar(&c.advertise, "advertise-client-urls", "", "comma-separated URLs clients reach this member at, as member list reports them (default: the --listen-client-urls)")
+	fs.StringVar(&c.metricsURLs, "listen-metrics-urls", "", "comma-separated URLs (http:// or https://) to serve /metrics and the health endpoints on, besides the client URLs")
 	fs.StringVar(&cfg.natsListen, "nats-listen", "127.0.0.1:4222", `address of the embedded NATS server, or "off" for no TCP listener`)
 	fs.StringVar(&cfg.natsURL, "nats-url", "", "connect to this NATS server instead of embedding one")
 	fs.StringVar(&cfg.name, "name", "default", "member name")
 	fs.IntVar(&cfg.maxRequestBytes, "max-request-bytes", server.DefaultMaxRequestBytes, "largest write request accepted, in bytes")
 	fs.Int64Var(&cfg.quotaBytes, "quota-backend-bytes", 0, "space quota of the journal: past it, writes that add data are refused and the NOSPACE alarm is raised (0: 2 GiB, etcd's default; negative: no quota)")
-	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.level, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.natsSubjectRoot, "nats-subject-prefix", "revd", "first token of every NATS subject revd serves")
 	fs.DurationVar(&cfg.watchProgressInterval, "watch-progress-notify-interval", 10*time.Minute, "how often idle watchers that asked for progress_notify are told the current revision")
 	fs.StringVar(&cfg.pprofAddr, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); off when empty")
-	fs.StringVar(&compactMode, "auto-compaction-mode", "periodic", `how --auto-compaction-retention is read: "periodic" (a duration; a plain number is hours) or "revision" (a number of revisions)`)
-	fs.StringVar(&compactRetention, "auto-compaction-retention", "0", "history kept by automatic compaction (see --auto-compaction-mode); 0 turns it off")
+	fs.StringVar(&c.compactMode, "auto-compaction-mode", "periodic", `how --auto-compaction-retention is read: "periodic" (a duration; a plain number is hours) or "revision" (a number of revisions)`)
+	fs.StringVar(&c.compactRetention, "auto-compaction-retention", "0", "history kept by automatic compaction (see --auto-compaction-mode); 0 turns it off")
 	fs.StringVar(&cfg.grpcServer, "grpc-server", grpcServerWire, `gRPC implementation: "wire" (revd's own, package gateway/grpcwire) or "grpc-go" (google.golang.org/grpc's server)`)
 	fs.StringVar(&cfg.tls.CertFile, "cert-file", "", "TLS certificate of the https:// client URLs (PEM; read again at every handshake)")
 	fs.StringVar(&cfg.tls.KeyFile, "key-file", "", "TLS key of the https:// client URLs (PEM)")
 	fs.StringVar(&cfg.tls.TrustedCAFile, "trusted-ca-file", "", "CA certificates that verify client certificates; setting it requires one from every client, as in etcd")
 	fs.BoolVar(&cfg.tls.ClientCertAuth, "client-cert-auth", false, "require a verified client certificate on the https:// client URLs")
 	fs.StringVar(&cfg.tls.CRLFile, "client-crl-file", "", "certificate revocation list: client certificates listed in it are refused")
-	fs.StringVar(&allowedHosts, "client-cert-allowed-hostname", "", "comma-separated host names; a client certificate must be valid for one of them")
+	fs.StringVar(&c.allowedHosts, "client-cert-allowed-hostname", "", "comma-separated host names; a client certificate must be valid for one of them")
 	fs.BoolVar(&cfg.tls.AutoTLS, "auto-tls", false, "serve the https:// client URLs with a self-signed certificate kept in <data-dir>/fixtures/client (when --cert-file and --key-file are not given)")
 	fs.UintVar(&cfg.tls.SelfSignedCertValidity, "self-signed-cert-validity", 1, "validity of the --auto-tls certificate, in years")
-	fs.StringVar(&ciphers, "cipher-suites", "", "comma-separated TLS cipher suites (Go's names), in order of preference; empty leaves Go's choice")
+	fs.StringVar(&c.ciphers, "cipher-suites", "", "comma-separated TLS cipher suites (Go's names), in order of preference; empty leaves Go's choice")
 	fs.IntVar(&cfg.maxTxnOps, "max-txn-ops", etcdkv.MaxTxnOps, "most operations a Txn branch may hold (etcd's flag and default)")
 	fs.StringVar(&cfg.authToken, "auth-token", server.DefaultAuthToken, "etcd's auth token type: simple, or jwt,pub-key=FILE,priv-key=FILE,sign-method=ALG[,ttl=DURATION]")
 	fs.UintVar(&cfg.authTokenTTL, "auth-token-ttl", uint(server.DefaultAuthTokenTTL/time.Second), "seconds a simple token lives after its last use")
@@ -104,24 +171,26 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	cfg.maxStreams = math.MaxUint32
 	fs.Var(uint32Flag{&cfg.maxStreams}, "max-concurrent-streams", "most streams a client may have open on one connection (default 4294967295)")
 	fs.BoolVar(&cfg.enablePprof, "enable-pprof", false, "serve net/http/pprof under /debug/pprof/ on the client URLs (as --log-level=debug does, as in etcd)")
-	cors := &originsFlag{values: map[string]struct{}{"*": {}}}
-	fs.Var(cors, "cors", "comma-separated origins (scheme://host:port) whose requests to the HTTP endpoints get CORS headers naming them; empty or * allows all")
-	hostWhitelist := &stringSetFlag{values: map[string]struct{}{"*": {}}}
-	fs.Var(hostWhitelist, "host-whitelist", "comma-separated host names that plain-HTTP requests may name in their Host header; empty or * allows all")
-	etcd := registerEtcdFlags(fs)
+	c.cors = &originsFlag{values: map[string]struct{}{"*": {}}}
+	fs.Var(c.cors, "cors", "comma-separated origins (scheme://host:port) whose requests to the HTTP endpoints get CORS headers naming them; empty or * allows all")
+	c.hostWhitelist = &stringSetFlag{values: map[string]struct{}{"*": {}}}
+	fs.Var(c.hostWhitelist, "host-whitelist", "comma-separated host names that plain-HTTP requests may name in their Host header; empty or * allows all")
+	fs.BoolVar(&cfg.reuseAddress, "socket-reuse-address", false, "etcd's: set SO_REUSEADDR on the listeners (Go sets it anyway)")
+	fs.BoolVar(&cfg.reusePort, "socket-reuse-port", false, "etcd's: set SO_REUSEPORT on the listeners, so that another process may bind their ports too")
+	c.etcd = registerEtcdFlags(fs)
 	fs.StringVar(&cfg.tls.MinVersion, "tls-min-version", "TLS1.2", "oldest TLS version accepted: TLS1.2 or TLS1.3")
 	fs.StringVar(&cfg.tls.MaxVersion, "tls-max-version", "", "newest TLS version accepted: TLS1.2 or TLS1.3; empty leaves Go's")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: revd [flags]\n\nrevd serves etcd's v3 API over gRPC and NATS.\n\nFlags:\n")
+		fmt.Fprintf(out, "Usage: revd [flags]\n\nrevd serves etcd's v3 API over gRPC and NATS.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	cfg.cors, cfg.hostWhitelist = cors.values, hostWhitelist.values
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
-	}
+	return c
+}
+
+// finish checks the parsed flags and returns the config they make.
+func (c *commandLine) finish() (*config, error) {
+	fs, cfg := c.fs, c.cfg
+	cfg.cors, cfg.hostWhitelist = c.cors.values, c.hostWhitelist.values
 	if cfg.dataDir == "" {
 		return nil, errors.New("--data-dir must not be empty")
 	}
@@ -131,31 +200,31 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if cfg.maxRequestBytes <= 0 {
 		return nil, fmt.Errorf("--max-request-bytes must be positive, got %d", cfg.maxRequestBytes)
 	}
-	if err := cfg.logLevel.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", level)
+	if err := cfg.logLevel.UnmarshalText([]byte(c.level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", c.level)
 	}
 	var err error
-	if cfg.clientURLs, err = parseURLs("--listen-client-urls", urls, "http", "https"); err != nil {
+	if cfg.clientURLs, err = parseURLs("--listen-client-urls", c.urls, "http", "https"); err != nil {
 		return nil, err
 	}
-	if httpURLs != "" {
-		if cfg.clientHTTPURLs, err = parseURLs("--listen-client-http-urls", httpURLs, "http", "https"); err != nil {
+	if c.httpURLs != "" {
+		if cfg.clientHTTPURLs, err = parseURLs("--listen-client-http-urls", c.httpURLs, "http", "https"); err != nil {
 			return nil, err
 		}
 	}
-	if metricsURLs != "" {
-		if cfg.metricsURLs, err = parseURLs("--listen-metrics-urls", metricsURLs, "http", "https"); err != nil {
+	if c.metricsURLs != "" {
+		if cfg.metricsURLs, err = parseURLs("--listen-metrics-urls", c.metricsURLs, "http", "https"); err != nil {
 			return nil, err
 		}
 	}
-	if err := tlsFlags(cfg, ciphers, allowedHosts); err != nil {
+	if err := tlsFlags(cfg, c.ciphers, c.allowedHosts); err != nil {
 		return nil, err
 	}
 	for _, u := range cfg.clientURLs {
 		cfg.advertiseURLs = append(cfg.advertiseURLs, u.String())
 	}
-	if advertise != "" {
-		us, err := parseURLs("--advertise-client-urls", advertise, "http", "https")
+	if c.advertise != "" {
+		us, err := parseURLs("--advertise-client-urls", c.advertise, "http", "https")
 		if err != nil {
 			return nil, err
 		}
@@ -164,7 +233,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			cfg.advertiseURLs = append(cfg.advertiseURLs, u.String())
 		}
 	}
-	if cfg.autoCompaction, err = compactionPolicy(compactMode, compactRetention); err != nil {
+	if cfg.autoCompaction, err = compactionPolicy(c.compactMode, c.compactRetention); err != nil {
 		return nil, err
 	}
 	if cfg.grpcServer != grpcServerWire && cfg.grpcServer != grpcServerGo {
@@ -175,7 +244,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if cfg.warnings, err = etcd.check(cfg.name, set); err != nil {
+	if cfg.warnings, err = c.etcd.check(cfg.name, set); err != nil {
 		return nil, err
 	}
 	if cfg.natsURL != "" && set["nats-listen"] {

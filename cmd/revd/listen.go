@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -22,12 +23,13 @@ type ports struct {
 // bound.
 func bind(cfg *config) (*ports, error) {
 	p := &ports{}
+	lc := net.ListenConfig{Control: socketControl(cfg.reuseAddress, cfg.reusePort)}
 	for _, set := range []struct {
 		urls []*url.URL
 		lns  *[]net.Listener
 	}{{cfg.clientURLs, &p.client}, {cfg.clientHTTPURLs, &p.clientHTTP}, {cfg.metricsURLs, &p.metrics}} {
 		for _, u := range set.urls {
-			ln, err := net.Listen("tcp", u.Host)
+			ln, err := lc.Listen(context.Background(), "tcp", u.Host)
 			if err != nil {
 				p.close()
 				return nil, fmt.Errorf("listening on %s: %w", u, err)

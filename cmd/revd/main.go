@@ -14,27 +14,53 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"syscall"
 
 	"revd/journal"
+	"revd/server"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// printVersion answers --version as etcd does, in etcd's layout.
+func printVersion(w io.Writer) {
+	rev := "Not provided"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				rev = s.Value
+			}
+		}
+	}
+	fmt.Fprintf(w, "revd, serving etcd API Version: %s\n", server.APIVersion)
+	fmt.Fprintf(w, "Git SHA: %s\n", rev)
+	fmt.Fprintf(w, "Go Version: %s\n", runtime.Version())
+	fmt.Fprintf(w, "Go OS/Arch: %s/%s\n", runtime.GOOS, runtime.GOARCH)
 }
 
 // run parses flags, starts the server and blocks until SIGINT or SIGTERM.
 // Exit codes: 0 clean stop, 1 failure to start or run, 2 bad flags.
-func run(args []string, stderr io.Writer) int {
-	cfg, err := parseFlags(args, stderr)
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, os.Environ(), stderr)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.Is(err, errVersion):
+			printVersion(stdout)
 			return 0
 		}
 		fmt.Fprintf(stderr, "revd: %v\n", err)
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	for _, n := range cfg.notes {
+		log.Info(n)
+	}
 	for _, w := range cfg.warnings {
 		log.Warn(w)
 	}

@@ -63,6 +63,12 @@ type Config struct {
 	// TLS, when set, serves the client URL over https (both kinds get the
 	// same etcd flags).
 	TLS *TLS
+	// ConfigFile, when set, is where the server's settings are written as
+	// an etcd configuration file (YAML, keyed by the flags' names), passed
+	// with --config-file instead of the flags; ConfigFileExtra is appended
+	// to it. ExtraArgs still go on the command line, where both kinds
+	// then ignore them. Not with TLS.
+	ConfigFile, ConfigFileExtra string
 }
 
 // TLS is the client port's TLS: the server's flags, and what the readiness
@@ -190,6 +196,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		s := newServer(cfg, ports)
 		s.out, s.tail = out, tail
+		if cfg.ConfigFile != "" {
+			if err := s.moveToConfigFile(cfg); err != nil {
+				return nil, err
+			}
+		}
 		if cfg.TLS != nil {
 			if s.ClientTLS, err = cfg.TLS.ClientConfig(); err != nil {
 				return nil, err
@@ -251,6 +262,26 @@ func newServer(cfg Config, ports []int) *Server {
 	}
 	s.Args = append(s.Args, cfg.ExtraArgs...)
 	return s
+}
+
+// moveToConfigFile writes the flags newServer laid out (all but
+// cfg.ExtraArgs) to cfg.ConfigFile and passes that instead.
+func (s *Server) moveToConfigFile(cfg Config) error {
+	if cfg.TLS != nil {
+		return errors.New("serverproc: ConfigFile does not take TLS")
+	}
+	flags := s.Args[:len(s.Args)-len(cfg.ExtraArgs)]
+	var b strings.Builder
+	for _, f := range flags {
+		k, v, _ := strings.Cut(strings.TrimPrefix(f, "--"), "=")
+		fmt.Fprintf(&b, "%s: %s\n", k, v)
+	}
+	b.WriteString(cfg.ConfigFileExtra)
+	if err := os.WriteFile(cfg.ConfigFile, []byte(b.String()), 0o600); err != nil {
+		return err
+	}
+	s.Args = append([]string{"--config-file=" + cfg.ConfigFile}, cfg.ExtraArgs...)
+	return nil
 }
 
 // launch starts the process and waits until it is ready; on failure it

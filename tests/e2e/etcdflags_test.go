@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,6 +31,8 @@ func TestEtcdCommandLine(t *testing.T) {
 		"--snapshot-count=10000", "--heartbeat-interval=100", "--election-timeout=1000",
 		"--peer-client-cert-auth=true", "--logger=zap", "--log-outputs=stderr",
 		"--feature-gates=InitialCorruptCheck=true", "--unsafe-no-fsync", "--backend-batch-interval=10ms",
+		"--client-cert-file=client.pem", "--discovery-fallback=exit", "--v2-deprecation=write-only", "--vv",
+		"--socket-reuse-address", "--socket-reuse-port",
 	}})
 	if _, err := p.Dial(t).KV.Put(context.Background(), &pb.PutRequest{Key: []byte("k"), Value: []byte("v")}); err != nil {
 		t.Fatal(err)
@@ -39,6 +43,8 @@ func TestEtcdCommandLine(t *testing.T) {
 		`"--unsafe-no-fsync is ignored: revd always syncs its journal before answering a write"`,
 		`"--backend-batch-interval is ignored: revd's journal is not bbolt"`,
 		`"--initial-cluster is ignored beyond its check: revd is a single member with no peers"`,
+		`"--client-cert-file is ignored: revd's JSON gateway calls the server in process, with no client certificate"`,
+		`"--vv is ignored: etcd itself no longer supports it and ignores it"`,
 	} {
 		if !strings.Contains(p.Tail(64<<10), want) {
 			t.Errorf("no warning %s in:\n%s", want, p.Tail(4<<10))
@@ -67,6 +73,9 @@ func TestEtcdCommandLineRefusals(t *testing.T) {
 		{"--heartbeat-interval=-1", `invalid value "-1" for flag -heartbeat-interval`},
 		{"--backend-batch-interval=10", `invalid value "10" for flag -backend-batch-interval`},
 		{"--pre-vote=maybe", `invalid boolean value "maybe" for -pre-vote`},
+		{"--initial-cluster-state=bogus", `invalid value "bogus" for flag -initial-cluster-state: invalid value`},
+		{"--v2-deprecation=bogus", `invalid value "bogus" for flag -v2-deprecation: invalid value "bogus"`},
+		{"--discovery-fallback=bogus", `invalid value "bogus" for flag -discovery-fallback: invalid value`},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		cmd := exec.CommandContext(ctx, etcd, "--data-dir="+t.TempDir(), tc.arg)
@@ -85,25 +94,83 @@ func TestEtcdCommandLineRefusals(t *testing.T) {
 }
 
 // TestMaxTxnOps: --max-txn-ops bounds a Txn branch as in etcd, with etcd's
-// error, for the target and etcd started with the same limit.
+// error, for the target and etcd started with the same limit: given as a
+// flag, as an environment variable, and in a configuration file (where the
+// command line and the environment are ignored).
 func TestMaxTxnOps(t *testing.T) {
 	kind := testutil.TargetKind(t, TargetEnv)
-	opts := testutil.Options{ExtraArgs: []string{"--max-txn-ops=2"}}
-	ref, tgt := testutil.StartEtcd(t, opts), testutil.Start(t, kind, opts)
-	for n := 2; n <= 3; n++ {
-		var ops []*pb.RequestOp
-		for i := range n {
-			ops = append(ops, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(fmt.Sprint("k", i)), Value: []byte("v")}}})
+	for _, tc := range []struct {
+		how  string
+		opts testutil.Options
+	}{
+		{"flag", testutil.Options{ExtraArgs: []string{"--max-txn-ops=2"}}},
+		{"environment", testutil.Options{Env: []string{"ETCD_MAX_TXN_OPS=2"}}},
+		{"config file", testutil.Options{ConfigFile: true, ConfigFileExtra: "max-txn-ops: 2\n",
+			ExtraArgs: []string{"--max-txn-ops=5"}, Env: []string{"ETCD_MAX_TXN_OPS=7"}}},
+	} {
+		t.Run(tc.how, func(t *testing.T) {
+			ref := testutil.StartEtcd(t, tc.opts)
+			tgt := testutil.Start(t, kind, tc.opts)
+			for n := 2; n <= 3; n++ {
+				var ops []*pb.RequestOp
+				for i := range n {
+					ops = append(ops, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(fmt.Sprint("k", i)), Value: []byte("v")}}})
+				}
+				answer := func(p *testutil.Proc) string {
+					_, err := p.Dial(t).KV.Txn(context.Background(), &pb.TxnRequest{Success: ops})
+					st := status.Convert(err)
+					return fmt.Sprintf("%s %q", st.Code(), st.Message())
+				}
+				if want, got := answer(ref), answer(tgt); got != want {
+					t.Errorf("txn of %d puts: %s %s, etcd %s", n, kind, got, want)
+				} else if n == 3 && !strings.Contains(got, "too many operations in txn request") {
+					t.Errorf("txn of 3 puts with a limit of 2: %s", got)
+				}
+			}
+		})
+	}
+}
+
+// TestEtcdEnvironmentAndFileRefusals: a bad environment variable, one
+// that a command-line flag shadows, and a configuration file value of the
+// wrong type stop both servers, each naming the variable or the key.
+func TestEtcdEnvironmentAndFileRefusals(t *testing.T) {
+	etcd, _ := testutil.EtcdBin(t)
+	badFile := filepath.Join(t.TempDir(), "etcd.conf.yml")
+	if err := os.WriteFile(badFile, []byte("grpc-keepalive-min-time: 5s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		env, arg, want string
+	}{
+		{"ETCD_MAX_TXN_OPS=many", "", `invalid value \"many\" for ETCD_MAX_TXN_OPS`},
+		{"ETCD_DATA_DIR=" + t.TempDir(), "--data-dir=" + t.TempDir(), "is shadowed by corresponding command-line flag"},
+		{"ETCD_INITIAL_CLUSTER_STATE=bogus", "", `invalid value \"bogus\" for ETCD_INITIAL_CLUSTER_STATE`},
+		{"", "--config-file=" + badFile, "grpc-keepalive-min-time of type time.Duration"},
+		{"ETCD_CONFIG_FILE=" + badFile, "", "grpc-keepalive-min-time of type time.Duration"},
+	} {
+		run := func(bin string) (int, string) {
+			args := []string{"--data-dir=" + t.TempDir()}
+			if tc.arg != "" {
+				args = []string{tc.arg}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, args...)
+			cmd.Env = append(os.Environ(), tc.env)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			return exitCode(t, cmd), out.String()
 		}
-		answer := func(p *testutil.Proc) string {
-			_, err := p.Dial(t).KV.Txn(context.Background(), &pb.TxnRequest{Success: ops})
-			st := status.Convert(err)
-			return fmt.Sprintf("%s %q", st.Code(), st.Message())
+		// etcd's messages are JSON log lines, in which quotes are escaped;
+		// revd's are text.
+		etcdCode, etcdOut := run(etcd)
+		if etcdCode == 0 || !strings.Contains(etcdOut, tc.want) {
+			t.Fatalf("etcd with %s %s: exit %d, output %.600s; the test's expectation is wrong", tc.env, tc.arg, etcdCode, etcdOut)
 		}
-		if want, got := answer(ref), answer(tgt); got != want {
-			t.Errorf("txn of %d puts: %s %s, etcd %s", n, kind, got, want)
-		} else if n == 3 && !strings.Contains(got, "too many operations in txn request") {
-			t.Errorf("txn of 3 puts with --max-txn-ops=2: %s", got)
+		code, out := run(testutil.RevdBin(t))
+		if code == 0 || !strings.Contains(strings.ReplaceAll(out, `"`, `\"`), tc.want) {
+			t.Errorf("revd with %s %s: exit %d, output %.600s; etcd exits %d with %s", tc.env, tc.arg, code, out, etcdCode, tc.want)
 		}
 	}
 }

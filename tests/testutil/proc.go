@@ -3,6 +3,7 @@ package testutil
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -25,6 +26,11 @@ type Options struct {
 	Env []string
 	// TLS serves the client URL over https (see serverproc.TLS).
 	TLS *serverproc.TLS
+	// ConfigFile passes the server's settings in an etcd configuration
+	// file (--config-file) instead of flags, with ConfigFileExtra
+	// appended to it (see serverproc.Config.ConfigFile).
+	ConfigFile      bool
+	ConfigFileExtra string
 }
 
 // Proc is a running (or stopped) etcd or revd server: a serverproc.Server
@@ -75,9 +81,14 @@ func start(t testing.TB, kind, bin, logLevel string, opts Options) *Proc {
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
+	var configFile string
+	if opts.ConfigFile {
+		configFile = filepath.Join(t.TempDir(), kind+".conf.yml")
+	}
 	s, err := serverproc.Start(context.Background(), serverproc.Config{
 		Kind: kind, Bin: bin, DataDir: dataDir, Env: opts.Env, LogLevel: logLevel,
 		MaxRequestBytes: opts.MaxRequestBytes, ExtraArgs: opts.ExtraArgs, TLS: opts.TLS,
+		ConfigFile: configFile, ConfigFileExtra: opts.ConfigFileExtra,
 	})
 	if err != nil {
 		t.Fatal(err)

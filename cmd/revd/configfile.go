@@ -1,0 +1,199 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// etcd's configuration file (--config-file), read as etcd 3.7.3 reads it
+// (embed.ConfigFromFile): YAML, turned into JSON and decoded into Go
+// values of etcd's types, so that a file etcd takes revd takes, and a value
+// of the wrong type (a duration written "5s": etcd's durations are whole
+// nanoseconds in the file) is refused as etcd refuses it. Each key revd
+// knows becomes the flag of the same name (client-transport-security's
+// become the TLS flags), and the flags are then checked as on a command
+// line. As in etcd, a file replaces the command line and the environment:
+// only its settings and the defaults count.
+//
+// Keys etcd has and revd ignores (peers, raft, logging, bbolt's tuning)
+// are named in a warning, as their flags are; so is any other key, which
+// etcd ignores without a word. revd's own flags are keys of the same name
+// (nats-url: ...), which etcd, in turn, ignores. client-transport-security's
+// allowed-cn, a restriction revd cannot apply, is refused.
+
+// fileConfig is the part of etcd's file revd reads. The json names are
+// etcd's; flag, when given, is the flag a key sets (default: its name).
+type fileConfig struct {
+	Name                        string         `json:"name"`
+	DataDir                     string         `json:"data-dir"`
+	ListenClientURLs            string         `json:"listen-client-urls"`
+	ListenClientHTTPURLs        string         `json:"listen-client-http-urls"`
+	AdvertiseClientURLs         string         `json:"advertise-client-urls"`
+	ListenMetricsURLs           string         `json:"listen-metrics-urls"`
+	InitialCluster              string         `json:"initial-cluster"`
+	QuotaBackendBytes           int64          `json:"quota-backend-bytes"`
+	MaxTxnOps                   uint           `json:"max-txn-ops"`
+	MaxRequestBytes             uint           `json:"max-request-bytes"`
+	MaxConcurrentStreams        uint32         `json:"max-concurrent-streams"`
+	GRPCKeepAliveMinTime        time.Duration  `json:"grpc-keepalive-min-time"`
+	GRPCKeepAliveInterval       time.Duration  `json:"grpc-keepalive-interval"`
+	GRPCKeepAliveTimeout        time.Duration  `json:"grpc-keepalive-timeout"`
+	WatchProgressNotifyInterval time.Duration  `json:"watch-progress-notify-interval"`
+	AutoCompactionMode          string         `json:"auto-compaction-mode"`
+	AutoCompactionRetention     string         `json:"auto-compaction-retention"`
+	AuthToken                   string         `json:"auth-token"`
+	AuthTokenTTL                uint           `json:"auth-token-ttl"`
+	BcryptCost                  uint           `json:"bcrypt-cost"`
+	LogLevel                    string         `json:"log-level"`
+	EnablePprof                 bool           `json:"enable-pprof"`
+	CORS                        string         `json:"cors"`
+	HostWhitelist               string         `json:"host-whitelist"`
+	CipherSuites                []string       `json:"cipher-suites"`
+	TLSMinVersion               string         `json:"tls-min-version"`
+	TLSMaxVersion               string         `json:"tls-max-version"`
+	SelfSignedCertValidity      uint           `json:"self-signed-cert-validity"`
+	SocketOptions               socketOptions  `json:"socket-options"`
+	ClientSecurity              securityConfig `json:"client-transport-security"`
+
+	// revd's own.
+	NATSListen        string `json:"nats-listen"`
+	NATSURL           string `json:"nats-url"`
+	NATSSubjectPrefix string `json:"nats-subject-prefix"`
+	Pprof             string `json:"pprof"`
+	GRPCServer        string `json:"grpc-server"`
+}
+
+// socketOptions is etcd's socket-options.
+type socketOptions struct {
+	ReusePort    bool `json:"reuse-port" flag:"socket-reuse-port"`
+	ReuseAddress bool `json:"reuse-address" flag:"socket-reuse-address"`
+}
+
+// securityConfig is etcd's client-transport-security.
+type securityConfig struct {
+	CertFile         string   `json:"cert-file"`
+	KeyFile          string   `json:"key-file"`
+	ClientCertAuth   bool     `json:"client-cert-auth"`
+	TrustedCAFile    string   `json:"trusted-ca-file"`
+	AutoTLS          bool     `json:"auto-tls"`
+	AllowedHostnames []string `json:"allowed-hostname" flag:"client-cert-allowed-hostname"`
+	AllowedCNs       []string `json:"allowed-cn" flag:"-"`
+	ClientCertFile   string   `json:"client-cert-file"`
+	ClientKeyFile    string   `json:"client-key-file"`
+	SkipSANVerify    bool     `json:"skip-client-san-verification" flag:"-"`
+}
+
+// fileOnlyIgnored are etcd's file keys with no flag of the same name that
+// revd ignores, with why.
+var fileOnlyIgnored = map[string]string{
+	"peer-transport-security": whyPeers,
+	"discovery-config":        whyDiscovery,
+	"v2-deprecation":          deprecatedV2,
+	"client-transport-security.skip-client-san-verification": "etcd applies it to peer connections only",
+}
+
+// readConfigFile reads path and returns the command line it stands for,
+// and a warning for each key ignored.
+func readConfigFile(path string) (args, warnings []string, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--config-file: %w", err)
+	}
+	var fc fileConfig
+	if err := yaml.Unmarshal(b, &fc); err != nil {
+		return nil, nil, fmt.Errorf("--config-file %s: %w", path, err)
+	}
+	var present map[string]any
+	if err := yaml.Unmarshal(b, &present); err != nil {
+		return nil, nil, fmt.Errorf("--config-file %s: %w", path, err)
+	}
+	ignored := map[string]string{}
+	for _, f := range ignoredEtcdFlags {
+		ignored[f.name] = f.why
+	}
+	for k, why := range fileOnlyIgnored {
+		ignored[k] = why
+	}
+	var walk func(v reflect.Value, present map[string]any, prefix string) error
+	walk = func(v reflect.Value, present map[string]any, prefix string) error {
+		known := map[string]bool{}
+		for i := range v.NumField() {
+			sf := v.Type().Field(i)
+			key := strings.Split(sf.Tag.Get("json"), ",")[0]
+			known[key] = true
+			raw, ok := present[key]
+			if !ok || raw == nil {
+				continue
+			}
+			fv := v.Field(i)
+			if sf.Type.Kind() == reflect.Struct && sf.Type != reflect.TypeOf(time.Duration(0)) {
+				// Decoded into a struct above, so present as a map.
+				if err := walk(fv, raw.(map[string]any), key+"."); err != nil {
+					return err
+				}
+				continue
+			}
+			name := sf.Tag.Get("flag")
+			switch {
+			case prefix+key == "client-transport-security.allowed-cn":
+				if fv.Len() > 0 {
+					return fmt.Errorf("--config-file %s: client-transport-security.allowed-cn is not supported: revd cannot restrict client certificates by common name (allowed-hostname restricts them by host name)", path)
+				}
+				continue
+			case ignored[prefix+key] != "":
+				warnings = append(warnings, fmt.Sprintf("config file: %s%s is ignored: %s", prefix, key, ignored[prefix+key]))
+				continue
+			case name == "":
+				name = key
+			}
+			value, set := flagValue(fv)
+			if set {
+				args = append(args, "--"+name+"="+value)
+			}
+		}
+		for key := range present {
+			switch {
+			case known[key]:
+			case ignored[prefix+key] != "":
+				warnings = append(warnings, fmt.Sprintf("config file: %s%s is ignored: %s", prefix, key, ignored[prefix+key]))
+			default:
+				warnings = append(warnings, fmt.Sprintf("config file: unknown key %s%s is ignored", prefix, key))
+			}
+		}
+		return nil
+	}
+	if err := walk(reflect.ValueOf(&fc).Elem(), present, ""); err != nil {
+		return nil, nil, err
+	}
+	slices.Sort(warnings)
+	return args, warnings, nil
+}
+
+// flagValue writes a decoded value as its flag takes it. Empty strings and
+// lists set nothing, as in etcd, where they leave the default.
+func flagValue(v reflect.Value) (string, bool) {
+	switch x := v.Interface().(type) {
+	case time.Duration:
+		return x.String(), true
+	case string:
+		return x, x != ""
+	case []string:
+		return strings.Join(x, ","), len(x) > 0
+	case bool:
+		return strconv.FormatBool(x), true
+	}
+	switch v.Kind() {
+	case reflect.Int, reflect.Int64:
+		return strconv.FormatInt(v.Int(), 10), true
+	case reflect.Uint, reflect.Uint32, reflect.Uint64:
+		return strconv.FormatUint(v.Uint(), 10), true
+	}
+	panic(fmt.Sprintf("config file: no flag form for %s", v.Type()))
+}
