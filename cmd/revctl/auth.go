@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"revd/gateway/natsclient"
 )
@@ -51,16 +50,17 @@ func (g globalFlags) credentials() (credentials, error) {
 
 // tokenClient is what authentication needs; *natsclient.Client has it.
 type tokenClient interface {
-	Authenticate(context.Context, *pb.AuthenticateRequest) (*pb.AuthenticateResponse, error)
 	WithToken(token string) *natsclient.Client
+	WithUser(name, password string) *natsclient.Client
 }
 
 // login returns kv sending the token the credentials give, as clientv3
 // does when it connects: a given token as it is; for a user and a password
-// (both non-empty, or clientv3 does not authenticate) the one Authenticate
-// answers, within --dial-timeout; and kv unchanged when there is nothing to
-// send or authentication is off (rpctypes.ErrAuthNotEnabled). Other errors
-// (a wrong password is rpctypes.ErrAuthFailed) are returned.
+// (both non-empty, or clientv3 does not authenticate) the one it logs in
+// for, within --dial-timeout, and then again whenever revd no longer
+// accepts it (a long watch outliving a restart of revd, say); and kv
+// unchanged when there is nothing to send. Authentication off is not an
+// error; a wrong password is rpctypes.ErrAuthFailed.
 func (r *runner) login(kv kvClient, cred credentials) (kvClient, error) {
 	if cred.token == "" && (cred.user == "" || cred.password == "") {
 		return kv, nil
@@ -72,16 +72,13 @@ func (r *runner) login(kv kvClient, cred credentials) (kvClient, error) {
 	if cred.token != "" {
 		return tc.WithToken(cred.token), nil
 	}
+	user := tc.WithUser(cred.user, cred.password)
 	ctx, cancel := context.WithTimeout(context.Background(), r.g.dialTimeout)
-	resp, err := tc.Authenticate(ctx, &pb.AuthenticateRequest{Name: cred.user, Password: cred.password})
-	cancel()
-	switch {
-	case errors.Is(err, rpctypes.ErrAuthNotEnabled):
-		return kv, nil
-	case err != nil:
+	defer cancel()
+	if err := user.Login(ctx); err != nil {
 		return nil, err
 	}
-	return tc.WithToken(resp.Token), nil
+	return user, nil
 }
 
 // authStatusClient is what auth status needs; *natsclient.Client has it.

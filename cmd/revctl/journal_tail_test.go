@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,25 +12,9 @@ import (
 	"revd/gateway/natsapi"
 	"revd/gateway/natsapi/natsapitest"
 	"revd/gateway/natsclient"
+	"revd/internal/syncbuf"
 	"revd/server"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestJournalTail: tail --from streams the history from that revision, then
 // the live writes, as export's jsonl event lines, until interrupted.
@@ -53,7 +35,7 @@ func TestJournalTail(t *testing.T) {
 	h := natsapitest.Start(t, s, s.Status, natsapi.Options{Watch: s})
 	client := natsclient.New(h.Conn, natsclient.Options{})
 
-	var out, errb lockedBuffer
+	var out, errb syncbuf.Buffer
 	stop, cancel := context.WithCancel(ctx)
 	r := &runner{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, interrupt: stop,
 		connect: func(globalFlags) (kvClient, func(), error) { return client, func() {}, nil }}

@@ -1,39 +1,20 @@
 package natsapi_test
 
 import (
-	"bytes"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"revd/gateway/natsapi"
+	"revd/internal/syncbuf"
 )
 
-// syncBuffer is a bytes.Buffer safe for the server's logging goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestEmbeddedTCP(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{
 		Listen: "127.0.0.1:0",
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/metadata"
 
 	"revd/gateway/natsapi"
 	"revd/gateway/natsapi/natsapitest"
@@ -172,8 +173,9 @@ func TestTokenHeader(t *testing.T) {
 	}
 }
 
-// authMember is a revd server with authentication, served over NATS.
-func authMember(t *testing.T) (*revd.Server, *natsclient.Client) {
+// authMember is a revd server with authentication, served over NATS, and
+// a client of it made with opts.
+func authMember(t *testing.T, opts natsclient.Options) (*revd.Server, *natsclient.Client) {
 	t.Helper()
 	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: natsapi.ListenOff})
 	if err != nil {
@@ -191,14 +193,14 @@ func authMember(t *testing.T) (*revd.Server, *natsclient.Client) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { svc.Stop() })
-	return srv, natsclient.New(natsapitest.Connect(t, ns, "client"), natsclient.Options{})
+	return srv, natsclient.New(natsapitest.Connect(t, ns, "client"), opts)
 }
 
 // TestAuthOverNATS runs the auth endpoints and tokens against a real
 // server: etcd's errors without a token, with a wrong password, a forged
 // token or a missing permission, and a watch created with a token.
 func TestAuthOverNATS(t *testing.T) {
-	srv, c := authMember(t)
+	srv, c := authMember(t, natsclient.Options{})
 	ctx := context.Background()
 
 	st, err := c.AuthStatus(ctx, &pb.AuthStatusRequest{})
@@ -276,5 +278,69 @@ func TestAuthOverNATS(t *testing.T) {
 	}
 	if _, ok := <-denied.C; ok {
 		t.Fatal("a canceled watch's channel stays open")
+	}
+}
+
+// TestCredentialsLogInAgain: a client made with a user name and password
+// logs in by itself, goes on without a token while authentication is off,
+// and logs in again whenever revd stops accepting its token (here:
+// authentication turned on, then off and on again, which drops every
+// simple token), as etcd's clientv3 does; a wrong password is etcd's error.
+func TestCredentialsLogInAgain(t *testing.T) {
+	srv, alice := authMember(t, natsclient.Options{Username: "alice", Password: authtest.AlicePassword})
+	ctx := context.Background()
+	put := func(c *natsclient.Client, key string) error {
+		_, err := c.Put(ctx, &pb.PutRequest{Key: []byte(key), Value: []byte("v")})
+		return err
+	}
+	if err := put(alice, "a/0"); err != nil {
+		t.Fatalf("put with authentication off: %v", err)
+	}
+	if err := authtest.Setup(ctx, srv); err != nil {
+		t.Fatal(err)
+	}
+	if err := put(alice, "a/1"); err != nil {
+		t.Fatalf("put once authentication is on: %v", err)
+	}
+	anon := alice.WithToken("")
+	tok, err := anon.Authenticate(ctx, &pb.AuthenticateRequest{Name: "alice", Password: authtest.AlicePassword})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := anon.Authenticate(ctx, &pb.AuthenticateRequest{Name: "root", Password: authtest.RootPassword})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.AuthDisable(metadata.NewIncomingContext(ctx, metadata.Pairs("token", root.Token)), &pb.AuthDisableRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.AuthEnable(ctx, &pb.AuthEnableRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := put(anon.WithToken(tok.Token), "a/2"); !errors.Is(err, rpctypes.ErrInvalidAuthToken) {
+		t.Fatalf("put with a token from before the restart of authentication: %v, want %v", err, rpctypes.ErrInvalidAuthToken)
+	}
+	if err := put(alice, "a/2"); err != nil {
+		t.Fatalf("put after the restart of authentication: %v", err)
+	}
+	if err := put(alice, "b"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Errorf("put outside alice's permission: %v, want %v", err, rpctypes.ErrPermissionDenied)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := alice.Watch(wctx, &pb.WatchCreateRequest{Key: []byte("a/2")}, natsclient.WatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := recvResp(t, w); !r.Created || r.Canceled {
+		t.Fatalf("first response of alice's watch: %v", r)
+	}
+
+	wrong := alice.WithUser("alice", "wrong")
+	if err := wrong.Login(ctx); !errors.Is(err, rpctypes.ErrAuthFailed) {
+		t.Errorf("Login with a wrong password: %v, want %v", err, rpctypes.ErrAuthFailed)
+	}
+	if err := put(wrong, "a/3"); !errors.Is(err, rpctypes.ErrAuthFailed) {
+		t.Errorf("put with a wrong password: %v, want %v", err, rpctypes.ErrAuthFailed)
 	}
 }

@@ -68,6 +68,14 @@ type Options struct {
 	// Token, if set, is sent with every request (see WithToken). Default
 	// none: requests carry no token, as with authentication off.
 	Token string
+
+	// Username and Password, if both set, make the client log in as
+	// etcd's clientv3 does with the same fields: it authenticates before
+	// its first request and sends the token it gets, and when revd
+	// answers that the token is no longer good (see credentials.go) it
+	// authenticates again and sends the request once more. With them,
+	// Token is ignored.
+	Username, Password string
 }
 
 // ErrNoServer matches (errors.Is) the error returned when no revd server
@@ -83,7 +91,8 @@ type Client struct {
 	nc      *nats.Conn
 	prefix  string
 	timeout time.Duration
-	token   string // sent in headerToken when set
+	token   string // sent in headerToken when set and creds is nil
+	creds   *credentials
 }
 
 // New returns a client that sends requests over nc.
@@ -94,7 +103,11 @@ func New(nc *nats.Conn, opts Options) *Client {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	return &Client{nc: nc, prefix: opts.SubjectPrefix, timeout: opts.Timeout, token: opts.Token}
+	c := &Client{nc: nc, prefix: opts.SubjectPrefix, timeout: opts.Timeout, token: opts.Token}
+	if opts.Username != "" && opts.Password != "" {
+		c.creds = &credentials{user: opts.Username, password: opts.Password}
+	}
+	return c
 }
 
 // WithToken returns a copy of c that sends token with every request ("":
@@ -103,7 +116,7 @@ func New(nc *nats.Conn, opts Options) *Client {
 // creates that resume it.
 func (c *Client) WithToken(token string) *Client {
 	cp := *c
-	cp.token = token
+	cp.token, cp.creds = token, nil
 	return &cp
 }
 
@@ -143,34 +156,74 @@ func do[Resp any, PResp interface {
 	*Resp
 	proto.Message
 }](ctx context.Context, c *Client, endpoint string, req proto.Message) (PResp, error) {
-	subject := c.subject(endpoint)
-	data, err := proto.Marshal(req)
+	msg, err := encodeRequest(c.subject(endpoint), req)
 	if err != nil {
-		return nil, fmt.Errorf("natsclient: %s: encode request: %w", subject, err)
+		return nil, err
 	}
-	msg, err := c.request(ctx, &nats.Msg{Subject: subject, Data: data})
+	reply, err := c.request(ctx, msg)
 	if err != nil {
 		return nil, err
 	}
 	resp := PResp(new(Resp))
-	if err := proto.Unmarshal(msg.Data, resp); err != nil {
-		return nil, fmt.Errorf("%w from %s: %v", ErrBadReply, subject, err)
+	if err := decodeReply(msg.Subject, reply, resp); err != nil {
+		return nil, err
 	}
 	return resp, nil
 }
 
+// encodeRequest makes the message of a request to subject.
+func encodeRequest(subject string, req proto.Message) (*nats.Msg, error) {
+	data, err := proto.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("natsclient: %s: encode request: %w", subject, err)
+	}
+	return &nats.Msg{Subject: subject, Data: data}, nil
+}
+
+// decodeReply decodes a reply from subject into resp.
+func decodeReply(subject string, reply *nats.Msg, resp proto.Message) error {
+	if err := proto.Unmarshal(reply.Data, resp); err != nil {
+		return fmt.Errorf("%w from %s: %v", ErrBadReply, subject, err)
+	}
+	return nil
+}
+
 // request sends msg, with the client's token if it has one, and returns
 // the reply, or the error it carries. Every request of the client goes
-// through here.
+// through here. A client with credentials logs in first if it has no
+// token yet, and sends msg again with a new token if revd refused the one
+// it had (credentials.go).
 func (c *Client) request(ctx context.Context, msg *nats.Msg) (*nats.Msg, error) {
-	if c.token != "" {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if c.creds == nil {
+		return c.send(ctx, msg, c.token)
+	}
+	token, err := c.creds.current(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := c.send(ctx, msg, token)
+	if c.creds.stale(err) {
+		if token, err = c.creds.renew(ctx, c, token); err != nil {
+			return nil, err
+		}
+		reply, err = c.send(ctx, msg, token)
+	}
+	return reply, err
+}
+
+// send sends msg with token ("" for none) and returns the reply, or the
+// error it carries.
+func (c *Client) send(ctx context.Context, msg *nats.Msg, token string) (*nats.Msg, error) {
+	if token != "" {
 		if msg.Header == nil {
 			msg.Header = nats.Header{}
 		}
-		msg.Header.Set(headerToken, c.token)
+		msg.Header.Set(headerToken, token)
+	} else if msg.Header != nil {
+		msg.Header.Del(headerToken)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
 	reply, err := c.nc.RequestMsgWithContext(ctx, msg)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"revd/gateway/natsclient"
+	"revd/internal/syncbuf"
 	"revd/tests/testutil"
 )
 
@@ -213,4 +214,36 @@ func TestNATSAuth(t *testing.T) {
 	if r.Exit != code || r.Stdout != "" || lines[len(lines)-1]+"\n" != stderr {
 		t.Errorf("etcdctl with a wrong password:\n%s\nrevctl: exit %d, stderr %q", r, code, stderr)
 	}
+
+	// A revctl watch outlives a restart of revd, which forgets every simple
+	// token: revctl logs in again to resume it, as etcd's client would.
+	out := &syncbuf.Buffer{}
+	watch := exec.Command(testutil.RevctlBin(t), "--nats-url", p.NATSURL, "--user", "alice:pw", "watch", "--prefix", "a/")
+	watch.Stdout, watch.Stderr = out, out
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { watch.Process.Kill(); watch.Wait() }()
+	aliceLogin := nc.WithUser("alice", "pw")
+	waitFor := func(key string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(out.String(), "PUT\n"+key+"\n") {
+			if time.Now().After(deadline) {
+				t.Fatalf("revctl watch did not print the put of %s; its output:\n%s", key, out.String())
+			}
+			if key == "a/before" { // until the watch is created
+				if err := put(aliceLogin, key); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitFor("a/before")
+	p.Restart(t)
+	if err := put(aliceLogin, "a/after"); err != nil {
+		t.Fatalf("put after the restart, logging in again: %v", err)
+	}
+	waitFor("a/after")
 }
