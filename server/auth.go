@@ -52,6 +52,9 @@ type authGate struct {
 	// forwardSecret proves a caller passed on by revd's own API clients
 	// (authforward.go).
 	forwardSecret string
+	// admitNoUser is admitAs(nil), made once: every write that arrives
+	// with authentication off carries it.
+	admitNoUser func() error
 }
 
 // The gate's modes. authBroken follows an auth change whose journal commit
@@ -91,6 +94,7 @@ func (s *Server) openAuth() error {
 	g := &authGate{be: newAuthBackend(st, s.j.ChangeAuth, s.onAuthFail), cost: s.opts.BcryptCost, cn: s.opts.ClientCertAuth,
 		forwardSecret: newForwardSecret()}
 	g.store = auth.NewAuthStore(lg, g.be, tp, g.cost)
+	g.admitNoUser = func() error { return g.admitAt(0) }
 	if err := g.be.failed(); err != nil {
 		g.store.Close()
 		return err

@@ -149,6 +149,53 @@ func TestAuthChangeBeforeChecks(t *testing.T) {
 	}
 }
 
+// TestWriteRecheckedWhenDecided: the check the sequencer makes when a
+// write's turn comes (authGate.admitAs), as etcd's appliers make it: a
+// write checked before the auth store changed is refused with "revision of
+// auth store is old" (a fresh request is checked again and passes); one
+// that arrived with authentication off is refused with "user name is empty"
+// once authentication is on; with authentication off everything passes.
+func TestWriteRecheckedWhenDecided(t *testing.T) {
+	s := openAuthT(t, t.TempDir())
+	defer s.Close()
+	must := okFor(t)
+	noUser := s.auth.admitAs(nil)
+	if err := noUser(); err != nil {
+		t.Fatalf("a write with authentication off: %v", err)
+	}
+	setupAuth(t, s)
+	if err := noUser(); err != rpctypes.ErrGRPCUserEmpty {
+		t.Fatalf("a write that arrived with authentication off, decided with it on: %v, want %v", err, rpctypes.ErrGRPCUserEmpty)
+	}
+	alice := login(t, s, "alice", "alicepw")
+	root := login(t, s, "root", "rootpw")
+	checkedAt := func() func() error {
+		ai, err := s.caller(alice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.auth.admitAs(ai)
+	}
+	before := checkedAt()
+	if err := before(); err != nil {
+		t.Fatalf("a write decided with the store unchanged: %v", err)
+	}
+	must(s.RoleRevokePermission(root, &pb.AuthRoleRevokePermissionRequest{Role: "a", Key: []byte("a/"), RangeEnd: []byte("a0")}))
+	if err := before(); err != rpctypes.ErrGRPCAuthOldRevision {
+		t.Fatalf("a write checked before a revoke, decided after it: %v, want %v", err, rpctypes.ErrGRPCAuthOldRevision)
+	}
+	if err := checkedAt()(); err != nil {
+		t.Fatalf("a write checked after the revoke: %v", err)
+	}
+	must(s.AuthDisable(root, &pb.AuthDisableRequest{}))
+	if err := before(); err != nil {
+		t.Fatalf("decided with authentication off: %v", err)
+	}
+	if err := noUser(); err != nil {
+		t.Fatalf("no user, decided with authentication off: %v", err)
+	}
+}
+
 // TestAuthCommitFailure: an auth change whose journal commit fails is
 // refused, and the server then refuses every call that consults the auth
 // store, rather than serve a change that is not durable (etcd's "corrupt

@@ -32,7 +32,8 @@ import (
 // No token and no certificate is etcd's "user name is empty"; a token that
 // names no one, "invalid auth token"; a missing permission, "permission
 // denied". The checks are made when the request arrives, before it is
-// sequenced; etcd makes the KV ones when it applies the request.
+// sequenced; etcd makes the KV ones when it applies the request, so a KV
+// write is checked again when the sequencer decides it (admitAs).
 
 // checkKV checks a KV request of the caller of ctx.
 func (s *Server) checkKV(ctx context.Context, req proto.Message) error {
@@ -235,4 +236,40 @@ func (s *Server) WatchPermitted(ctx context.Context, key, rangeEnd []byte) strin
 		return err.Error()
 	}
 	return rpctypes.ErrGRPCPermissionDenied.Error()
+}
+
+// admitAs is what etcd's authApplierV3 checks again when it applies a KV
+// write, for the sequencer to check when the write's turn comes
+// (sequencer.Command.Admit): the write's permissions were checked for ai
+// when it arrived; if the auth store has changed since (ai's revision is
+// older), the write is refused with etcd's "revision of auth store is old"
+// and changes nothing (etcd's clients then take a new token and send it
+// again, to be checked against the store as it is now); if it arrived with
+// authentication off (ai nil) and authentication is on by then, it has no
+// user: "user name is empty". So a permission revoked, or authentication
+// turned on, before a write is decided is never bypassed by it.
+func (g *authGate) admitAs(ai *auth.AuthInfo) func() error {
+	if ai == nil {
+		return g.admitNoUser
+	}
+	rev := ai.Revision
+	return func() error { return g.admitAt(rev) }
+}
+
+// admitAt is admitAs's check for a write checked at auth revision rev (0:
+// with no user).
+func (g *authGate) admitAt(rev uint64) error {
+	switch g.mode.Load() {
+	case authOff:
+		return nil
+	case authBroken:
+		return errAuthBroken
+	}
+	if rev == 0 {
+		return authError(auth.ErrUserEmpty)
+	}
+	if rev < g.store.Revision() {
+		return authError(auth.ErrAuthOldRevision)
+	}
+	return nil
 }

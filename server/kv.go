@@ -46,10 +46,11 @@ func (s *Server) rangeShards(ctx context.Context, r *pb.RangeRequest) (resp *pb.
 
 // Put writes one key through the sequencer.
 func (s *Server) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
-	if err := s.admitWrite(ctx, r); err != nil {
+	ai, err := s.admitWrite(ctx, r)
+	if err != nil {
 		return nil, err
 	}
-	resp, err := s.propose(ctx, r)
+	resp, err := s.proposeAs(ctx, r, ai)
 	if err != nil {
 		return nil, err
 	}
@@ -58,10 +59,11 @@ func (s *Server) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, er
 
 // DeleteRange deletes keys through the sequencer.
 func (s *Server) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
-	if err := s.admitWrite(ctx, r); err != nil {
+	ai, err := s.admitWrite(ctx, r)
+	if err != nil {
 		return nil, err
 	}
-	resp, err := s.propose(ctx, r)
+	resp, err := s.proposeAs(ctx, r, ai)
 	if err != nil {
 		return nil, err
 	}
@@ -92,10 +94,11 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 		s.fill(resp.Header)
 		return resp, nil
 	}
-	if err := s.admitValid(ctx, txnField, r); err != nil {
+	ai, err := s.admitValid(ctx, txnField, r)
+	if err != nil {
 		return nil, err
 	}
-	resp, err := s.propose(ctx, r)
+	resp, err := s.proposeAs(ctx, r, ai)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +119,7 @@ func (s *Server) StartWrite(ctx context.Context, req proto.Message, done func(pr
 	if !s.IsWrite(req) || s.AuthEnabled() {
 		return false // a read-only Txn: Txn checks it and reads
 	}
-	err := s.admitWrite(ctx, req)
+	_, err := s.admitWrite(ctx, req)
 	if err == nil {
 		err = s.failedErr()
 	}
@@ -124,7 +127,7 @@ func (s *Server) StartWrite(ctx context.Context, req proto.Message, done func(pr
 		done(nil, err)
 		return true
 	}
-	s.system.Root.Send(s.seqPID, &sequencer.Command{Req: req, Reply: func(o sequencer.Outcome) {
+	s.system.Root.Send(s.seqPID, &sequencer.Command{Req: req, Admit: s.auth.admitNoUser, Reply: func(o sequencer.Outcome) {
 		done(s.answer(o))
 	}})
 	return true
@@ -132,32 +135,34 @@ func (s *Server) StartWrite(ctx context.Context, req proto.Message, done func(pr
 
 // admitWrite makes every check of a Put, DeleteRange or writing Txn before
 // it is sequenced, in etcd's order: quota, validation, then admitValid.
-func (s *Server) admitWrite(ctx context.Context, req proto.Message) error {
+func (s *Server) admitWrite(ctx context.Context, req proto.Message) (*auth.AuthInfo, error) {
 	if err := s.checkQuota(req); err != nil {
-		return err
+		return nil, err
 	}
 	field, err := s.validateWrite(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	return s.admitValid(ctx, field, req)
 }
 
 // admitValid is the rest of a valid write's checks, as etcd makes them
-// (before it proposes, then when it applies): the caller's token, the
-// request's size, the alarms, the caller's permissions.
-func (s *Server) admitValid(ctx context.Context, field protowire.Number, req proto.Message) error {
+// before it proposes: the caller's token, the request's size, the alarms,
+// the caller's permissions. It returns the caller (nil with authentication
+// off), whose checks the sequencer confirms when it decides the write
+// (authGate.admitAs).
+func (s *Server) admitValid(ctx context.Context, field protowire.Number, req proto.Message) (*auth.AuthInfo, error) {
 	ai, err := s.caller(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := s.checkSize(field, req, ai); err != nil {
-		return err
+		return nil, err
 	}
 	if err := s.checkAlarms(req); err != nil {
-		return err
+		return nil, err
 	}
-	return s.permitKV(ctx, ai, req)
+	return ai, s.permitKV(ctx, ai, req)
 }
 
 // IsWrite reports whether StartWrite takes req: a Put, a DeleteRange or a
@@ -262,11 +267,23 @@ func (s *Server) read(ctx context.Context, f func(*shard.View) error) error {
 
 // propose sends a write to the sequencer and waits for its durable outcome.
 func (s *Server) propose(ctx context.Context, req proto.Message) (proto.Message, error) {
+	return s.send(ctx, &sequencer.Command{Req: req})
+}
+
+// proposeAs proposes a KV write whose checks admitValid made for ai: the
+// sequencer refuses it if the auth store changed before its turn came.
+func (s *Server) proposeAs(ctx context.Context, req proto.Message, ai *auth.AuthInfo) (proto.Message, error) {
+	return s.send(ctx, &sequencer.Command{Req: req, Admit: s.auth.admitAs(ai)})
+}
+
+// send sends cmd to the sequencer and waits for its durable outcome.
+func (s *Server) send(ctx context.Context, cmd *sequencer.Command) (proto.Message, error) {
 	if err := s.failedErr(); err != nil {
 		return nil, err
 	}
 	w := replies.Get().(*reply)
-	s.system.Root.Send(s.seqPID, &sequencer.Command{Req: req, Reply: w.send})
+	cmd.Reply = w.send
+	s.system.Root.Send(s.seqPID, cmd)
 	select {
 	case o := <-w.ch:
 		replies.Put(w) // answered: nothing else will arrive on it

@@ -14,6 +14,12 @@ import (
 type Command struct {
 	Req   proto.Message
 	Reply func(Outcome)
+	// Admit, if set, is called when the command's turn comes, before the
+	// core decides it: an error refuses the command with that error (no
+	// revision, nothing journaled), as etcd's appliers refuse a request
+	// whose checks no longer hold when they apply it. It runs on the
+	// actor's goroutine and must be quick.
+	Admit func() error
 }
 
 // Expiry is the lease actor's command: lease ID, granted with sequence
@@ -68,13 +74,23 @@ func (a *Actor) Props() *actor.Props {
 	return dispatch.Props(a)
 }
 
+// decide is m's outcome: refused by its Admit, or the core's.
+func (a *Actor) decide(m *Command) Outcome {
+	if m.Admit != nil {
+		if err := m.Admit(); err != nil {
+			return Outcome{Err: err}
+		}
+	}
+	return a.core.Eval(m.Req)
+}
+
 // Receive implements actor.Actor.
 func (a *Actor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		go a.w.run()
 	case *Command:
-		a.q.Push(pending{out: a.core.Eval(m.Req), reply: m.Reply})
+		a.q.Push(pending{out: a.decide(m), reply: m.Reply})
 	case *Expiry:
 		reply := m.Reply
 		if reply == nil {

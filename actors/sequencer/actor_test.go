@@ -147,3 +147,48 @@ func TestJournalFailureStopsWrites(t *testing.T) {
 		t.Fatal("command after a journal failure answered without error")
 	}
 }
+
+// TestAdmitWhenDecided: a command's Admit runs when its turn comes, after
+// every command sent before it was decided, not when it was sent; a refused
+// command takes no revision and is answered with Admit's error, in order,
+// and the revisions stay gap-free.
+func TestAdmitWhenDecided(t *testing.T) {
+	sys := newSystem(t)
+	log := &gateLog{entered: make(chan struct{}, 1), release: make(chan error)}
+	go func() {
+		for range log.entered {
+			log.release <- nil
+		}
+	}()
+	a := New(Options{Core: NewCore(mvcc.NewStore(), nil), Log: log})
+	pid := sys.Root.Spawn(a.Props())
+	replies := make(chan Outcome, 10)
+	reply := func(o Outcome) { replies <- o }
+	allowed := true // read and written on the actor's goroutine only
+	errRevoked := errors.New("revoked")
+	admit := func() error {
+		if !allowed {
+			return errRevoked
+		}
+		return nil
+	}
+	// The first command's Admit revokes the permission once it has passed,
+	// as a revoke landing between two writes' turns would.
+	sys.Root.Send(pid, &Command{Req: put("a", "1"), Reply: reply, Admit: func() error {
+		err := admit()
+		allowed = false
+		return err
+	}})
+	sys.Root.Send(pid, &Command{Req: put("b", "1"), Reply: reply, Admit: admit})
+	sys.Root.Send(pid, &Command{Req: put("c", "1"), Reply: reply})
+	if o := recv(t, replies); o.Err != nil || o.Rev != 2 {
+		t.Fatalf("first command: %+v, want revision 2", o)
+	}
+	if o := recv(t, replies); !errors.Is(o.Err, errRevoked) || o.Rev != 0 || len(o.Events) != 0 {
+		t.Fatalf("command refused by Admit: %+v", o)
+	}
+	if o := recv(t, replies); o.Err != nil || o.Rev != 3 {
+		t.Fatalf("command after the refused one: %+v, want revision 3", o)
+	}
+	close(log.entered)
+}
