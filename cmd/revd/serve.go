@@ -109,7 +109,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		gwLn.Close()
 		return fmt.Errorf("the JSON gateway's gRPC client: %w", err)
 	}
-	gateway, err := httpapi.Gateway(ctx, gwConn)
+	gateway, err := httpapi.Gateway(ctx, gwConn, log.With("component", "gateway"))
 	if err != nil {
 		gwConn.Close()
 		return err

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"revd/tests/testutil"
 )
 
@@ -129,5 +131,69 @@ func TestJSONGateway(t *testing.T) {
 			g, _ := json.Marshal(got)
 			t.Fatalf("#%d POST %s %s:\netcd 3.7.3: %d %s\n%s: %d %s", i, c.path, c.body, wantStatus, w, kind, gotStatus, g)
 		}
+	}
+}
+
+// wsSession opens path of base as a websocket (etcd's gateway streams),
+// sends each request as a text message and reads reads[i] messages after
+// the i-th, normalized.
+func wsSession(t *testing.T, base, path string, requests []string, reads []int) []any {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, resp, err := websocket.DefaultDialer.DialContext(ctx, "ws"+strings.TrimPrefix(base, "http")+path, nil)
+	if err != nil {
+		t.Fatalf("websocket %s: %v", path, err)
+	}
+	resp.Body.Close()
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var out []any
+	for i, req := range requests {
+		if err := conn.WriteMessage(websocket.TextMessage, []byte(req)); err != nil {
+			t.Fatalf("websocket %s: send %s: %v", path, req, err)
+		}
+		for range reads[i] {
+			_, msg, err := conn.ReadMessage()
+			if err != nil {
+				t.Fatalf("websocket %s: after %s: %v", path, req, err)
+			}
+			out = append(out, normalizeJSON(t, string(msg)))
+		}
+	}
+	return out
+}
+
+// TestJSONGatewayWebsocket: as on etcd, a gateway stream opened as a
+// websocket takes one JSON request per message and answers one JSON
+// response per message: watches (a creation with the history it asks for,
+// a second watch on the same stream, a progress request) and lease
+// keep-alives (of a lease, and of one that does not exist).
+func TestJSONGatewayWebsocket(t *testing.T) {
+	kind := testutil.TargetKind(t, TargetEnv)
+	ref := testutil.StartEtcd(t, testutil.Options{})
+	tgt := testutil.Start(t, kind, testutil.Options{})
+	run := func(p *testutil.Proc) []any {
+		var out []any
+		for _, c := range []struct{ path, body string }{
+			{"/v3/kv/put", `{"key":"Zm9v","value":"YmFy"}`},
+			{"/v3/lease/grant", `{"TTL":"60","ID":"4242"}`},
+		} {
+			_, resp := gatewayCall(t, p.ClientURL, c.path, c.body, 0)
+			out = append(out, resp...)
+		}
+		out = append(out, wsSession(t, p.ClientURL, "/v3/watch", []string{
+			`{"create_request":{"key":"Zm9v","start_revision":"1"}}`,
+			`{"create_request":{"key":"YmFy"}}`,
+			`{"progress_request":{}}`,
+		}, []int{2, 1, 1})...)
+		out = append(out, wsSession(t, p.ClientURL, "/v3/lease/keepalive", []string{`{"ID":"4242"}`, `{"ID":"4242"}`, `{"ID":"1"}`}, []int{1, 1, 1})...)
+		return out
+	}
+	want, got := run(ref), run(tgt)
+	if !reflect.DeepEqual(want, got) {
+		w, _ := json.MarshalIndent(want, "", " ")
+		g, _ := json.MarshalIndent(got, "", " ")
+		t.Fatalf("etcd 3.7.3:\n%s\n%s:\n%s", w, kind, g)
 	}
 }
