@@ -37,6 +37,16 @@
 // the journal folded its records; entries folded before the journal kept
 // sub-revisions carry 0, and hash as etcd's only if that was their
 // sub-revision.
+//
+// # Memory
+//
+// The entries compaction kept come from the base snapshot in key order but
+// are hashed in revision order. Rather than hold them (values and all)
+// until they can be sorted, each is hashed on its own as it is read, and
+// only its revision, checksum and length are kept; the sorted checksums are
+// then combined into the checksum of the entries one after the other
+// (extend). So a hash holds, per key, the key and a few words, as etcd's
+// index does, never the store's values.
 package hashkv
 
 import (
@@ -98,27 +108,85 @@ type entry struct {
 	key       []byte
 }
 
+// appendEntry appends e as etcd's bucket holds it: its revision key, then
+// its marshaled KeyValue (only the key for a deletion).
+func appendEntry(buf []byte, e entry) ([]byte, error) {
+	buf = binary.BigEndian.AppendUint64(buf, uint64(e.main))
+	buf = append(buf, '_')
+	buf = binary.BigEndian.AppendUint64(buf, uint64(e.sub))
+	v := e.kv
+	if v == nil {
+		buf = append(buf, 't')
+		v = &mvccpb.KeyValue{Key: e.key}
+	}
+	return (proto.MarshalOptions{Deterministic: true}).MarshalAppend(buf, v)
+}
+
+// summed is an entry kept by compaction, reduced to what hashing it needs:
+// its place in the bucket and the checksum and length of its bytes, so that
+// a hash over a large store holds no values (see extend).
+type summed struct {
+	main, sub int64
+	sum       uint32
+	n         int
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// extend returns the checksum of A followed by B, from sum, A's checksum,
+// and B's checksum and length. The checksum (CRC-32C, inverted before and
+// after, as hash/crc32's) of A+B is Update(sum, B), which is linear in sum
+// over GF(2) apart from a term that depends on B alone:
+// Update(c, B) = Shift(c, n) ^ Update(0, B), where Shift(c, n) is c carried
+// through n zero bytes, Update(c, zeros) ^ Update(0, zeros).
+func extend(sum, bSum uint32, n int) uint32 {
+	a, z := sum, uint32(0)
+	for n > 0 {
+		k := min(n, len(zeros))
+		a = crc32.Update(a, castagnoli, zeros[:k])
+		z = crc32.Update(z, castagnoli, zeros[:k])
+		n -= k
+	}
+	return a ^ z ^ bSum
+}
+
+var zeros = make([]byte, 4096)
+
 func compute(h History, compactRev, rev int64, atCompaction bool) (Result, error) {
 	// The entries compaction kept: each key's newest put at or below
-	// compactRev, if the key is alive then.
-	kept := map[string]entry{}
+	// compactRev, if the key is alive then. Each is hashed on its own as
+	// it is read (the base comes in key order, the bucket is in revision
+	// order), and only its checksum is kept.
+	var buf []byte
+	kept := map[string]summed{}
+	keep := func(e entry) error {
+		var err error
+		if buf, err = appendEntry(buf[:0], e); err != nil {
+			return err
+		}
+		kept[string(e.key)] = summed{main: e.main, sub: e.sub, sum: crc32.Checksum(buf, castagnoli), n: len(buf)}
+		return nil
+	}
 	for p, err := range h.Base {
 		if err != nil {
 			return Result{}, err
 		}
-		kept[string(p.KV.Key)] = entry{main: p.KV.ModRevision, sub: p.Sub, kv: p.KV, key: p.KV.Key}
+		if err := keep(entry{main: p.KV.ModRevision, sub: p.Sub, kv: p.KV, key: p.KV.Key}); err != nil {
+			return Result{}, err
+		}
 	}
 	for r, err := range h.records(h.BaseRev+1, compactRev) {
 		if err != nil {
 			return Result{}, err
 		}
 		for i, ev := range r.Events {
-			k := string(ev.Kv.Key)
 			if ev.Type == mvccpb.Event_DELETE {
-				delete(kept, k)
+				delete(kept, string(ev.Kv.Key))
 				continue
 			}
-			kept[k] = entry{main: r.Rev, sub: int64(i), kv: ev.Kv, key: ev.Kv.Key}
+			if err := keep(entry{main: r.Rev, sub: int64(i), kv: ev.Kv, key: ev.Kv.Key}); err != nil {
+				return Result{}, err
+			}
 		}
 	}
 
@@ -154,41 +222,21 @@ func compute(h History, compactRev, rev int64, atCompaction bool) (Result, error
 		keepEmpty = false
 	}
 
-	crc := crc32.New(crc32.MakeTable(crc32.Castagnoli))
-	crc.Write([]byte("key"))
-	var buf []byte
-	write := func(e entry) error {
-		buf = binary.BigEndian.AppendUint64(buf[:0], uint64(e.main))
-		buf = append(buf, '_')
-		buf = binary.BigEndian.AppendUint64(buf, uint64(e.sub))
-		v := e.kv
-		if v == nil {
-			buf = append(buf, 't')
-			v = &mvccpb.KeyValue{Key: e.key}
-		}
-		var err error
-		if buf, err = (proto.MarshalOptions{Deterministic: true}).MarshalAppend(buf, v); err != nil {
-			return err
-		}
-		crc.Write(buf)
-		return nil
-	}
-	below := make([]entry, 0, len(kept))
+	sum := crc32.Checksum([]byte("key"), castagnoli)
+	below := make([]summed, 0, len(kept))
 	for k, e := range kept {
 		if e.main <= rev && (keepEmpty || !changed[k]) {
 			below = append(below, e)
 		}
 	}
-	slices.SortFunc(below, func(a, b entry) int {
+	slices.SortFunc(below, func(a, b summed) int {
 		if a.main != b.main {
 			return cmp.Compare(a.main, b.main)
 		}
 		return cmp.Compare(a.sub, b.sub)
 	})
 	for _, e := range below {
-		if err := write(e); err != nil {
-			return Result{}, err
-		}
+		sum = extend(sum, e.sum, e.n)
 	}
 	for r, err := range h.records(compactRev+1, rev) {
 		if err != nil {
@@ -199,12 +247,14 @@ func compute(h History, compactRev, rev int64, atCompaction bool) (Result, error
 			if ev.Type == mvccpb.Event_PUT {
 				e.kv = ev.Kv
 			}
-			if err := write(e); err != nil {
+			var err error
+			if buf, err = appendEntry(buf[:0], e); err != nil {
 				return Result{}, err
 			}
+			sum = crc32.Update(sum, castagnoli, buf)
 		}
 	}
-	return Result{Hash: crc.Sum32(), CompactRevision: compactRev, Revision: rev}, nil
+	return Result{Hash: sum, CompactRevision: compactRev, Revision: rev}, nil
 }
 
 // records is h.Records on [from, to], nothing when that is empty (a

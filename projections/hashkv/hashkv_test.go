@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"iter"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -134,5 +136,24 @@ func TestSubRevisionsAndEmptyKeep(t *testing.T) {
 	if err != nil || got.Hash != want(t, bucketEntry{4, 0, true, a}, bucketEntry{4, 1, true, b}, bucketEntry{4, 2, true, c}) ||
 		got.CompactRevision != 3 || got.Revision != 4 {
 		t.Errorf("compaction at 4: %+v, %v", got, err)
+	}
+}
+
+// extend gives the checksum of two byte strings one after the other from
+// their checksums, at any length, as hashing them in one go does.
+func TestExtend(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{0, 1, 7, 4095, 4096, 4097, 10000} {
+		a, b := make([]byte, rng.IntN(300)), make([]byte, n)
+		for i := range a {
+			a[i] = byte(rng.Uint32())
+		}
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		want := crc32.Checksum(append(slices.Clone(a), b...), castagnoli)
+		if got := extend(crc32.Checksum(a, castagnoli), crc32.Checksum(b, castagnoli), len(b)); got != want {
+			t.Errorf("%d bytes after %d: %08x, want %08x", n, len(a), got, want)
+		}
 	}
 }
