@@ -31,7 +31,7 @@ import (
 // fileConfig is the part of etcd's file revd reads. The json names are
 // etcd's; flag, when given, is the flag a key sets (default: its name).
 type fileConfig struct {
-	Name                        string         `json:"name"`
+	Name                        string         `json:"name" empty:"keep"`
 	DataDir                     string         `json:"data-dir"`
 	ListenClientURLs            string         `json:"listen-client-urls"`
 	ListenClientHTTPURLs        string         `json:"listen-client-http-urls"`
@@ -46,8 +46,8 @@ type fileConfig struct {
 	GRPCKeepAliveInterval       time.Duration  `json:"grpc-keepalive-interval"`
 	GRPCKeepAliveTimeout        time.Duration  `json:"grpc-keepalive-timeout"`
 	WatchProgressNotifyInterval time.Duration  `json:"watch-progress-notify-interval"`
-	AutoCompactionMode          string         `json:"auto-compaction-mode"`
-	AutoCompactionRetention     string         `json:"auto-compaction-retention"`
+	AutoCompactionMode          string         `json:"auto-compaction-mode" empty:"keep"`
+	AutoCompactionRetention     string         `json:"auto-compaction-retention" empty:"keep"`
 	AuthToken                   string         `json:"auth-token"`
 	AuthTokenTTL                uint           `json:"auth-token-ttl"`
 	BcryptCost                  uint           `json:"bcrypt-cost"`
@@ -96,7 +96,7 @@ var fileOnlyIgnored = map[string]string{
 	"peer-transport-security": whyPeers,
 	"discovery-config":        whyDiscovery,
 	"v2-deprecation":          deprecatedV2,
-	"client-transport-security.skip-client-san-verification": "etcd applies it to peer connections only",
+	"client-transport-security.skip-client-san-verification": "revd never checks a client certificate's SANs against the caller's address (etcd does, on https metrics URLs, unless this is set)",
 }
 
 // readConfigFile reads path and returns the command line it stands for,
@@ -114,6 +114,9 @@ func readConfigFile(path string) (args, warnings []string, err error) {
 	if err := yaml.Unmarshal(b, &present); err != nil {
 		return nil, nil, fmt.Errorf("--config-file %s: %w", path, err)
 	}
+	// Keys match whatever their case, as Go's JSON decoding (etcd's)
+	// matches them.
+	present = lowerKeys(present)
 	ignored := map[string]string{}
 	for _, f := range ignoredEtcdFlags {
 		ignored[f.name] = f.why
@@ -153,15 +156,21 @@ func readConfigFile(path string) (args, warnings []string, err error) {
 			case name == "":
 				name = key
 			}
-			value, set := flagValue(fv)
+			value, set := flagValue(fv, sf.Tag.Get("empty") == "keep")
+			if name == "self-signed-cert-validity" && value == "0" {
+				set = false // etcd's file reading makes 0 its default, 1
+			}
 			if set {
 				args = append(args, "--"+name+"="+value)
 			}
 		}
-		for key := range present {
+		for key, raw := range present {
 			switch {
 			case known[key]:
 			case ignored[prefix+key] != "":
+				if err := checkIgnoredType(prefix+key, raw); err != nil {
+					return fmt.Errorf("--config-file %s: %w", path, err)
+				}
 				warnings = append(warnings, fmt.Sprintf("config file: %s%s is ignored: %s", prefix, key, ignored[prefix+key]))
 			default:
 				warnings = append(warnings, fmt.Sprintf("config file: unknown key %s%s is ignored", prefix, key))
@@ -172,18 +181,31 @@ func readConfigFile(path string) (args, warnings []string, err error) {
 	if err := walk(reflect.ValueOf(&fc).Elem(), present, ""); err != nil {
 		return nil, nil, err
 	}
+	// etcd reads a file from its defaults, whose advertised client URL is
+	// http://localhost:2379 whatever the file listens on.
+	if fc.ListenClientURLs != "" && fc.AdvertiseClientURLs == "" {
+		args = append(args, "--advertise-client-urls="+defaultAdvertiseClientURL)
+		warnings = append(warnings, "config file: listen-client-urls without advertise-client-urls: revd advertises etcd's default, "+defaultAdvertiseClientURL+", as etcd does")
+	}
 	slices.Sort(warnings)
 	return args, warnings, nil
 }
 
-// flagValue writes a decoded value as its flag takes it. Empty strings and
-// lists set nothing, as in etcd, where they leave the default.
-func flagValue(v reflect.Value) (string, bool) {
+// defaultAdvertiseClientURL is etcd's DefaultAdvertiseClientURLs.
+const defaultAdvertiseClientURL = "http://localhost:2379"
+
+// flagValue writes a decoded value as its flag takes it. Empty lists set
+// nothing, and so do empty strings unless keepEmpty: etcd reads "" as
+// "unset" for its URL lists, cors and host-whitelist (and revd for its
+// own keys, the files' paths, the TLS versions, log-level, data-dir,
+// auth-token), but takes it as it is for name and the auto-compaction
+// settings (where it is refused).
+func flagValue(v reflect.Value, keepEmpty bool) (string, bool) {
 	switch x := v.Interface().(type) {
 	case time.Duration:
 		return x.String(), true
 	case string:
-		return x, x != ""
+		return x, x != "" || keepEmpty
 	case []string:
 		return strings.Join(x, ","), len(x) > 0
 	case bool:
@@ -196,4 +218,46 @@ func flagValue(v reflect.Value) (string, bool) {
 		return strconv.FormatUint(v.Uint(), 10), true
 	}
 	panic(fmt.Sprintf("config file: no flag form for %s", v.Type()))
+}
+
+// lowerKeys returns m with its keys, and its maps' keys, in lower case.
+func lowerKeys(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if sub, ok := v.(map[string]any); ok {
+			v = lowerKeys(sub)
+		}
+		out[strings.ToLower(k)] = v
+	}
+	return out
+}
+
+// checkIgnoredType refuses a value of a type etcd's field for key would not
+// take (snapshot-count: many); the value itself is not looked at further.
+func checkIgnoredType(key string, raw any) error {
+	kind := kindString
+	for _, f := range ignoredEtcdFlags {
+		if f.name == key {
+			kind = f.kind
+		}
+	}
+	ok := true
+	switch kind {
+	case kindBool:
+		_, ok = raw.(bool)
+	case kindUint, kindInt, kindDuration:
+		n, isNum := raw.(float64)
+		ok = isNum && n == float64(int64(n)) && (kind != kindUint || n >= 0)
+	case kindString, kindOneOf, kindSomeOf:
+		switch raw.(type) {
+		case string, float64, bool:
+		case []any: // etcd's lists (log-outputs)
+		default:
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Errorf("%s: %v is not a value etcd takes for it", key, raw)
+	}
+	return nil
 }

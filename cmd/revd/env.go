@@ -51,14 +51,13 @@ func flagsFromEnv(fs *flag.FlagSet, environ []string) (notes, warnings []string,
 	return notes, warnings, nil
 }
 
-// envValue is the value of key in environ ("" when absent); the last
+// envValue is the value of key in environ ("" when absent); the first
 // assignment wins, as for os.Getenv.
 func envValue(environ []string, key string) string {
-	v := ""
 	for _, kv := range environ {
 		if k, val, _ := strings.Cut(kv, "="); k == key {
-			v = val
+			return val
 		}
 	}
-	return v
+	return ""
 }

@@ -24,6 +24,9 @@ import (
 	"revd/server"
 )
 
+// defaultProgressInterval is etcd's default --watch-progress-notify-interval.
+const defaultProgressInterval = 10 * time.Minute
+
 // The --grpc-server values.
 const (
 	grpcServerWire = "wire"
@@ -147,7 +150,7 @@ func newCommandLine(out io.Writer) *commandLine {
 	fs.Int64Var(&cfg.quotaBytes, "quota-backend-bytes", 0, "space quota of the journal: past it, writes that add data are refused and the NOSPACE alarm is raised (0: 2 GiB, etcd's default; negative: no quota)")
 	fs.StringVar(&c.level, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.natsSubjectRoot, "nats-subject-prefix", "revd", "first token of every NATS subject revd serves")
-	fs.DurationVar(&cfg.watchProgressInterval, "watch-progress-notify-interval", 10*time.Minute, "how often idle watchers that asked for progress_notify are told the current revision")
+	fs.DurationVar(&cfg.watchProgressInterval, "watch-progress-notify-interval", defaultProgressInterval, "how often idle watchers that asked for progress_notify are told the current revision (0 or less: the default, as in etcd)")
 	fs.StringVar(&cfg.pprofAddr, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); off when empty")
 	fs.StringVar(&c.compactMode, "auto-compaction-mode", "periodic", `how --auto-compaction-retention is read: "periodic" (a duration; a plain number is hours) or "revision" (a number of revisions)`)
 	fs.StringVar(&c.compactRetention, "auto-compaction-retention", "0", "history kept by automatic compaction (see --auto-compaction-mode); 0 turns it off")
@@ -195,13 +198,18 @@ func (c *commandLine) finish() (*config, error) {
 		return nil, errors.New("--data-dir must not be empty")
 	}
 	if cfg.watchProgressInterval <= 0 {
-		return nil, fmt.Errorf("--watch-progress-notify-interval must be positive, got %v", cfg.watchProgressInterval)
+		cfg.watchProgressInterval = defaultProgressInterval // as etcd reads 0 or less
 	}
 	if cfg.maxRequestBytes <= 0 {
 		return nil, fmt.Errorf("--max-request-bytes must be positive, got %d", cfg.maxRequestBytes)
 	}
-	if err := cfg.logLevel.UnmarshalText([]byte(c.level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", c.level)
+	switch c.level {
+	case "dpanic", "panic", "fatal": // zap's levels above error, which etcd takes
+		cfg.logLevel = slog.LevelError
+	default:
+		if err := cfg.logLevel.UnmarshalText([]byte(c.level)); err != nil {
+			return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", c.level)
+		}
 	}
 	var err error
 	if cfg.clientURLs, err = parseURLs("--listen-client-urls", c.urls, "http", "https"); err != nil {

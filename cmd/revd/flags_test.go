@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -146,6 +147,30 @@ no-such-key: 1
 		t.Errorf("notes %q", cfg.notes)
 	}
 
+	// Keys match whatever their case, as in etcd; listening without an
+	// advertised URL advertises etcd's default, as etcd does from a file;
+	// a progress interval of 0 is the default; etcd's ignored keys of the
+	// right type are taken; zap's levels above error are error.
+	cfg, err = parseFlags([]string{"--config-file=" + writeFile(t, `
+Name: cased
+DATA-DIR: `+dir+`
+Client-Transport-Security:
+  Cert-File: /c.pem
+  Key-File: /k.pem
+listen-client-urls: http://127.0.0.1:23790
+watch-progress-notify-interval: 0
+log-outputs: [stderr]
+snapshot-count: 10000
+log-level: fatal
+`)}, nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.name != "cased" || cfg.dataDir != dir || cfg.tls.CertFile != "/c.pem" || cfg.watchProgressInterval != defaultProgressInterval ||
+		!slices.Equal(cfg.advertiseURLs, []string{"http://localhost:2379"}) || cfg.logLevel != slog.LevelError {
+		t.Errorf("config %+v", cfg)
+	}
+
 	// ETCD_CONFIG_FILE names the file when the flag does not.
 	cfg, err = parseFlags(nil, []string{"ETCD_CONFIG_FILE=" + path}, io.Discard)
 	if err != nil || cfg.name != "from-file" {
@@ -166,6 +191,12 @@ func TestConfigFileRefusals(t *testing.T) {
 		{"auto-compaction-mode: sometimes", `--auto-compaction-mode: "sometimes" is not one of periodic, revision`},
 		{"listen-client-urls: 127.0.0.1:2379", "is not a URL like"},
 		{"initial-cluster: other=http://127.0.0.1:2380", `couldn't find local name "default"`},
+		// etcd's keys revd ignores still take etcd's types.
+		{"snapshot-count: many", "snapshot-count: many is not a value etcd takes"},
+		{"heartbeat-interval: -1", "heartbeat-interval: -1 is not a value etcd takes"},
+		{"pre-vote: maybe", "pre-vote: maybe is not a value etcd takes"},
+		// An empty string is taken as it is where etcd takes it so.
+		{`auto-compaction-mode: ""`, `--auto-compaction-mode: "" is not one of periodic, revision`},
 	} {
 		_, err := parseFlags([]string{"--config-file=" + writeFile(t, tc.content)}, nil, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
