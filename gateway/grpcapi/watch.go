@@ -6,7 +6,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"revd/actors/watch"
 	"revd/gateway/grpcwire"
@@ -25,23 +26,44 @@ type grpcSink struct{ gs pb.Watch_WatchServer }
 func (s grpcSink) Send(r *pb.WatchResponse) error { return s.gs.Send(r) }
 
 // batchSink is the sink of a stream served by grpcwire, which sends a
-// batch of responses at once.
+// batch of responses at once, encoded by a watchEncoder.
 type batchSink struct {
 	grpcSink
 	ms grpcwire.MultiSender
-	// msgs is SendBatch's scratch (Run calls it from one goroutine).
-	msgs []proto.Message
+	// enc and buf are SendBatch's (Run calls it from one goroutine).
+	enc watchEncoder
+	buf []byte
 }
 
+// maxBatchBytes is how much encoded data SendBatch queues at once (a
+// larger response goes alone).
+const maxBatchBytes = 256 << 10
+
 func (s *batchSink) SendBatch(rs []*pb.WatchResponse) error {
-	msgs := s.msgs[:0]
+	defer s.enc.reset()
+	buf, n := s.buf[:0], 0
 	for _, r := range rs {
-		msgs = append(msgs, r)
+		var err error
+		if buf, err = s.enc.append(buf, r); err != nil {
+			return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
+		}
+		n++
+		if len(buf) >= maxBatchBytes {
+			if err := s.ms.SendFramed(buf, n); err != nil {
+				return err
+			}
+			buf, n = buf[:0], 0
+		}
 	}
-	err := s.ms.SendMsgs(msgs)
-	clear(msgs)
-	s.msgs = msgs[:0]
-	return err
+	if n > 0 {
+		if err := s.ms.SendFramed(buf, n); err != nil {
+			return err
+		}
+	}
+	if cap(buf) <= maxBatchBytes*2 {
+		s.buf = buf[:0]
+	}
+	return nil
 }
 
 // sinkFor returns gs's sink: a batching one under grpcwire.

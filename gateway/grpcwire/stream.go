@@ -183,6 +183,11 @@ type MultiSender interface {
 	// message. A message that cannot be marshalled fails the call; the
 	// ones before it may have been sent.
 	SendMsgs(ms []proto.Message) error
+	// SendFramed sends n messages the caller encoded itself, each in
+	// gRPC's framing (a zero byte, the length as 4 big-endian bytes,
+	// the message), as SendMsgs would send them; data should stay within
+	// a few hundred KiB. It returns once they have left. data is not kept.
+	SendFramed(data []byte, n int) error
 }
 
 var _ MultiSender = (*serverStream)(nil)
@@ -218,6 +223,12 @@ func (ss *serverStream) SendMsgs(ms []proto.Message) error {
 		ms = ms[n:]
 	}
 	return nil
+}
+
+// SendFramed implements MultiSender.
+func (ss *serverStream) SendFramed(data []byte, n int) error {
+	defer ss.s.m.stats.Sent(n)
+	return ss.send(data)
 }
 
 // send queues encoded messages and waits until they have left.
