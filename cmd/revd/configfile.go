@@ -65,6 +65,8 @@ type fileConfig struct {
 	// revd's own.
 	NATSListen        string `json:"nats-listen"`
 	NATSURL           string `json:"nats-url"`
+	NATSUser          string `json:"nats-user"`
+	NATSPassword      string `json:"nats-password"`
 	NATSSubjectPrefix string `json:"nats-subject-prefix"`
 	Pprof             string `json:"pprof"`
 	GRPCServer        string `json:"grpc-server"`

@@ -43,7 +43,11 @@ func flagsFromEnv(fs *flag.FlagSet, environ []string) (notes, warnings []string,
 			if err := fs.Set(name, value); err != nil {
 				return nil, nil, fmt.Errorf("invalid value %q for %s: %w", value, key, err)
 			}
-			notes = append(notes, fmt.Sprintf("recognized and used environment variable %s=%s", key, value))
+			shown := value
+			if strings.Contains(name, "password") {
+				shown = "(hidden)" // etcd logs it; a log is no place for one
+			}
+			notes = append(notes, fmt.Sprintf("recognized and used environment variable %s=%s", key, shown))
 		}
 	}
 	sort.Strings(notes)

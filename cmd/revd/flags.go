@@ -41,6 +41,8 @@ type config struct {
 	advertiseURLs   []string
 	natsListen      string
 	natsURL         string
+	natsUser        string // --nats-user and --nats-password: the embedded server's credentials
+	natsPassword    string
 	name            string
 	maxRequestBytes int
 	quotaBytes      int64
@@ -145,6 +147,8 @@ func newCommandLine(out io.Writer) *commandLine {
 	fs.StringVar(&c.metricsURLs, "listen-metrics-urls", "", "comma-separated URLs (http:// or https://) to serve /metrics and the health endpoints on, besides the client URLs")
 	fs.StringVar(&cfg.natsListen, "nats-listen", "127.0.0.1:4222", `address of the embedded NATS server, or "off" for no TCP listener`)
 	fs.StringVar(&cfg.natsURL, "nats-url", "", "connect to this NATS server instead of embedding one")
+	fs.StringVar(&cfg.natsUser, "nats-user", "", "user name every client of the embedded NATS server must present, with --nats-password (nats://user:password@host:port)")
+	fs.StringVar(&cfg.natsPassword, "nats-password", "", "password of --nats-user (ETCD_NATS_PASSWORD keeps it off the command line)")
 	fs.StringVar(&cfg.name, "name", "default", "member name")
 	fs.IntVar(&cfg.maxRequestBytes, "max-request-bytes", server.DefaultMaxRequestBytes, "largest write request accepted, in bytes")
 	fs.Int64Var(&cfg.quotaBytes, "quota-backend-bytes", 0, "space quota of the journal: past it, writes that add data are refused and the NOSPACE alarm is raised (0: 2 GiB, etcd's default; negative: no quota)")
@@ -257,6 +261,12 @@ func (c *commandLine) finish() (*config, error) {
 	}
 	if cfg.natsURL != "" && set["nats-listen"] {
 		return nil, errors.New("--nats-url and --nats-listen exclude each other: with --nats-url revd embeds no NATS server")
+	}
+	if cfg.natsURL != "" && (cfg.natsUser != "" || cfg.natsPassword != "") {
+		return nil, errors.New("--nats-user and --nats-password are the embedded NATS server's; with --nats-url, put the credentials in the URL (nats://user:password@host:port)")
+	}
+	if (cfg.natsUser == "") != (cfg.natsPassword == "") {
+		return nil, errors.New("--nats-user and --nats-password go together")
 	}
 	if cfg.natsSubjectRoot == "" || strings.ContainsAny(cfg.natsSubjectRoot, " *>") {
 		return nil, fmt.Errorf("--nats-subject-prefix: %q is not a valid subject prefix", cfg.natsSubjectRoot)

@@ -36,6 +36,7 @@ func TestEnvironmentSetsUnsetFlags(t *testing.T) {
 		"ETCD_GRPC_KEEPALIVE_MIN_TIME=9s",
 		"ETCD_CLIENT_CERT_AUTH=",      // empty: sets nothing
 		"ETCD_NATS_SUBJECT_PREFIX=kv", // revd's own flags take the prefix too
+		"ETCD_NATS_USER=u", "ETCD_NATS_PASSWORD=pw1",
 		"ETCD_NO_SUCH_FLAG=1",
 		"ETCD_VERSION=1",
 	})
@@ -44,6 +45,9 @@ func TestEnvironmentSetsUnsetFlags(t *testing.T) {
 	}
 	if cfg.tls.ClientCertAuth {
 		t.Error("an empty ETCD_CLIENT_CERT_AUTH turned client certificates on")
+	}
+	if hasLine(cfg.notes, "pw1") || !hasLine(cfg.notes, "ETCD_NATS_PASSWORD=(hidden)") {
+		t.Errorf("the password is shown, or its variable not named, in %q", cfg.notes)
 	}
 	if !hasLine(cfg.notes, "recognized and used environment variable ETCD_NAME=from-env") {
 		t.Errorf("notes %q", cfg.notes)

@@ -191,10 +191,10 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	}
 	log.Info("revd ready", "name", cfg.name, "client_urls", urls, "client_http_urls", httpURLs, "nats", natsDescription(cfg),
 		"member_id", fmt.Sprintf("%x", srv.MemberID()), "cluster_id", fmt.Sprintf("%x", srv.ClusterID()))
-	if srv.AuthEnabled() && (cfg.natsURL != "" || cfg.natsListen != natsapi.ListenOff) {
+	if srv.AuthEnabled() && (cfg.natsURL != "" || (cfg.natsListen != natsapi.ListenOff && cfg.natsUser == "")) {
 		log.Warn("authentication is on, and the NATS bus carries every change (the commit feed), passwords (auth.authenticate) "+
-			"and tokens to whoever may subscribe: restrict it with NATS's own authorization, or run --nats-listen=off",
-			"nats", natsDescription(cfg))
+			"and tokens to whoever may subscribe: restrict it with NATS's own authorization (--nats-user and --nats-password "+
+			"for the embedded server), or run --nats-listen=off", "nats", natsDescription(cfg))
 	}
 
 	select {
@@ -269,11 +269,16 @@ func connectNATS(cfg *config, log *slog.Logger) (*nats.Conn, *natsserver.Server,
 		}
 		return nc, nil, func() { nc.Drain() }, nil
 	}
-	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: cfg.natsListen, Logger: log.With("component", "nats")})
+	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: cfg.natsListen, Logger: log.With("component", "nats"),
+		Username: cfg.natsUser, Password: cfg.natsPassword})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("starting the embedded NATS server on %s: %w", cfg.natsListen, err)
 	}
-	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name("revd "+cfg.name))
+	opts := []nats.Option{nats.InProcessServer(ns), nats.Name("revd " + cfg.name)}
+	if cfg.natsUser != "" {
+		opts = append(opts, nats.UserInfo(cfg.natsUser, cfg.natsPassword))
+	}
+	nc, err := nats.Connect("", opts...)
 	if err != nil {
 		ns.Shutdown()
 		return nil, nil, nil, fmt.Errorf("connecting to the embedded NATS server: %w", err)

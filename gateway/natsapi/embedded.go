@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // ListenOff is the EmbeddedOptions.Listen value that starts the embedded
@@ -44,6 +45,13 @@ type EmbeddedOptions struct {
 	// ReadyTimeout bounds the wait for the server to accept connections.
 	// Default DefaultReadyTimeout.
 	ReadyTimeout time.Duration
+
+	// Username and Password, if set (both), are the credentials every
+	// client must present (nats://user:password@host:port, or
+	// nats.UserInfo; in-process connections too): NATS's own
+	// authorization, which the server refuses others with ("Authorization
+	// Violation"). Default none: any client may connect.
+	Username, Password string
 }
 
 // ErrEmbeddedNotReady is returned (wrapped) by StartEmbedded when the server
@@ -56,10 +64,24 @@ var ErrEmbeddedNotReady = errors.New("natsapi: embedded NATS server not ready")
 // port is taken). The caller stops the server with Shutdown (and may wait
 // with WaitForShutdown).
 func StartEmbedded(opts EmbeddedOptions) (*server.Server, error) {
+	if (opts.Username == "") != (opts.Password == "") {
+		return nil, errors.New("natsapi: embedded NATS server: a user name needs a password, and a password a user name")
+	}
 	sopts := &server.Options{
 		ServerName: "revd",
 		NoSigs:     true, // the revd process owns its signals
 		MaxPayload: opts.MaxPayload,
+		Username:   opts.Username,
+	}
+	if opts.Password != "" {
+		// The server takes a bcrypt hash (and warns about a plain
+		// password); the cost is paid at every connection, and the hash
+		// only ever lives in this process's memory, as the password does.
+		h, err := bcrypt.GenerateFromPassword([]byte(opts.Password), bcrypt.MinCost)
+		if err != nil {
+			return nil, fmt.Errorf("natsapi: embedded NATS server: %w", err)
+		}
+		sopts.Password = string(h)
 	}
 	if sopts.MaxPayload <= 0 {
 		sopts.MaxPayload = DefaultMaxPayload

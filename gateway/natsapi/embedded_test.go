@@ -83,3 +83,37 @@ func TestEmbeddedOff(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// With a user name and password, the embedded server refuses clients that
+// do not present them; those that do connect, over TCP or in process.
+func TestEmbeddedCredentials(t *testing.T) {
+	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: "127.0.0.1:0", Username: "revd", Password: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	for _, opts := range [][]nats.Option{nil, {nats.UserInfo("revd", "wrong")}} {
+		if nc, err := nats.Connect(ns.ClientURL(), opts...); err == nil {
+			nc.Close()
+			t.Errorf("connected without the credentials (%d options)", len(opts))
+		} else if !strings.Contains(err.Error(), "Authorization Violation") {
+			t.Errorf("refused with %v, want an authorization violation", err)
+		}
+	}
+	u := strings.Replace(ns.ClientURL(), "nats://", "nats://revd:s3cret@", 1)
+	for _, connect := range []func() (*nats.Conn, error){
+		func() (*nats.Conn, error) { return nats.Connect(u) },
+		func() (*nats.Conn, error) {
+			return nats.Connect("", nats.InProcessServer(ns), nats.UserInfo("revd", "s3cret"))
+		},
+	} {
+		nc, err := connect()
+		if err != nil {
+			t.Fatalf("with the credentials: %v", err)
+		}
+		nc.Close()
+	}
+	if _, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: natsapi.ListenOff, Username: "revd"}); err == nil {
+		t.Error("a user name without a password was taken")
+	}
+}

@@ -247,3 +247,28 @@ func TestNATSAuth(t *testing.T) {
 	}
 	waitFor("a/after")
 }
+
+// TestNATSCredentials: with --nats-user and --nats-password (here the
+// password from the environment), revd's embedded NATS server takes only
+// clients that present them: revctl with them in its URL works, without
+// them it is refused; revd's own connection is one of them.
+func TestNATSCredentials(t *testing.T) {
+	p := testutil.StartRevd(t, testutil.Options{ExtraArgs: []string{"--nats-user=revd"}, Env: []string{"ETCD_NATS_PASSWORD=s3cret"}})
+	withCreds := strings.Replace(p.NATSURL, "nats://", "nats://revd:s3cret@", 1)
+	revctl := func(url string, args ...string) (string, string, int) {
+		cmd := exec.Command(testutil.RevctlBin(t), append([]string{"--nats-url", url}, args...)...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		code := exitCode(t, cmd)
+		return out.String(), errb.String(), code
+	}
+	if out, errOut, code := revctl(withCreds, "put", "k", "v"); code != 0 || out != "OK\n" {
+		t.Fatalf("revctl put with the credentials: exit %d, %q %q", code, out, errOut)
+	}
+	if out, errOut, code := revctl(withCreds, "get", "k"); code != 0 || out != "k\nv\n" {
+		t.Fatalf("revctl get with the credentials: exit %d, %q %q", code, out, errOut)
+	}
+	if _, errOut, code := revctl(p.NATSURL, "get", "k"); code == 0 || !strings.Contains(errOut, "Authorization Violation") {
+		t.Fatalf("revctl get without the credentials: exit %d, stderr %q", code, errOut)
+	}
+}
