@@ -52,6 +52,9 @@ type fileConfig struct {
 	AuthTokenTTL                uint           `json:"auth-token-ttl"`
 	BcryptCost                  uint           `json:"bcrypt-cost"`
 	LogLevel                    string         `json:"log-level"`
+	LogFormat                   string         `json:"log-format"`
+	LogOutputs                  []string       `json:"log-outputs"`
+	Logger                      string         `json:"logger"`
 	EnablePprof                 bool           `json:"enable-pprof"`
 	CORS                        string         `json:"cors"`
 	HostWhitelist               string         `json:"host-whitelist"`
@@ -253,7 +256,7 @@ func checkIgnoredType(key string, raw any) error {
 	case kindString, kindOneOf, kindSomeOf:
 		switch raw.(type) {
 		case string, float64, bool:
-		case []any: // etcd's lists (log-outputs)
+		case []any: // etcd's lists
 		default:
 			ok = false
 		}

@@ -47,6 +47,7 @@ type config struct {
 	maxRequestBytes int
 	quotaBytes      int64
 	logLevel        slog.Level
+	log             logConfig // --log-format and --log-outputs
 	natsSubjectRoot string
 	pprofAddr       string
 	grpcServer      string
@@ -129,6 +130,7 @@ type commandLine struct {
 	fs                                                                                                  *flag.FlagSet
 	cfg                                                                                                 *config
 	urls, httpURLs, advertise, metricsURLs, level, compactMode, compactRetention, ciphers, allowedHosts string
+	logger, logOutputs                                                                                  string
 	cors                                                                                                *originsFlag
 	hostWhitelist                                                                                       *stringSetFlag
 	etcd                                                                                                *etcdFlags
@@ -153,6 +155,9 @@ func newCommandLine(out io.Writer) *commandLine {
 	fs.IntVar(&cfg.maxRequestBytes, "max-request-bytes", server.DefaultMaxRequestBytes, "largest write request accepted, in bytes")
 	fs.Int64Var(&cfg.quotaBytes, "quota-backend-bytes", 0, "space quota of the journal: past it, writes that add data are refused and the NOSPACE alarm is raised (0: 2 GiB, etcd's default; negative: no quota)")
 	fs.StringVar(&c.level, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&cfg.log.format, "log-format", logFormatConsole, "etcd's: json or console (slog's JSON or text lines)")
+	fs.StringVar(&c.logOutputs, "log-outputs", logOutputDefault, "etcd's: comma-separated stderr, stdout, default (stderr) or file paths the logs go to")
+	fs.StringVar(&c.logger, "logger", "zap", "etcd's: zap, its only logger (revd logs with slog either way)")
 	fs.StringVar(&cfg.natsSubjectRoot, "nats-subject-prefix", "revd", "first token of every NATS subject revd serves")
 	fs.DurationVar(&cfg.watchProgressInterval, "watch-progress-notify-interval", defaultProgressInterval, "how often idle watchers that asked for progress_notify are told the current revision (0 or less: the default, as in etcd)")
 	fs.StringVar(&cfg.pprofAddr, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); off when empty")
@@ -214,6 +219,10 @@ func (c *commandLine) finish() (*config, error) {
 		if err := cfg.logLevel.UnmarshalText([]byte(c.level)); err != nil {
 			return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", c.level)
 		}
+	}
+	cfg.log.outputs = splitOutputs(c.logOutputs)
+	if err := cfg.log.check(c.logger); err != nil {
+		return nil, err
 	}
 	var err error
 	if cfg.clientURLs, err = parseURLs("--listen-client-urls", c.urls, "http", "https"); err != nil {

@@ -57,7 +57,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "revd: %v\n", err)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	logOut, closeLogs, err := cfg.log.open(stdout, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "revd: %v\n", err)
+		return 2
+	}
+	defer closeLogs()
+	log := slog.New(cfg.log.handler(logOut, cfg.logLevel))
 	for _, n := range cfg.notes {
 		log.Info(n)
 	}
