@@ -220,7 +220,7 @@ func (c *commandLine) finish() (*config, error) {
 			return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", c.level)
 		}
 	}
-	cfg.log.outputs = splitOutputs(c.logOutputs)
+	cfg.log.outputs = splitList(c.logOutputs)
 	if err := cfg.log.check(c.logger); err != nil {
 		return nil, err
 	}

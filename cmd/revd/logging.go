@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 )
 
 // revd's logs, configured with etcd's logging flags: --log-level,
@@ -106,16 +105,4 @@ func (lc logConfig) handler(w io.Writer, level slog.Level) slog.Handler {
 		return slog.NewJSONHandler(w, opts)
 	}
 	return slog.NewTextHandler(w, opts)
-}
-
-// splitOutputs reads --log-outputs as etcd does (comma-separated, blanks
-// trimmed).
-func splitOutputs(s string) []string {
-	var out []string
-	for _, o := range strings.Split(s, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			out = append(out, o)
-		}
-	}
-	return out
 }
