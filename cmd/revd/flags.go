@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"math"
 	"net/url"
 	"path/filepath"
@@ -14,8 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"go.etcd.io/etcd/client/pkg/v3/types"
 
 	"revd/gateway/clienttls"
 	"revd/internal/autocompact"
@@ -386,61 +383,4 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// uint32Flag is a flag holding a uint32, parsed as etcd parses its
-// --max-concurrent-streams.
-type uint32Flag struct{ p *uint32 }
-
-func (f uint32Flag) String() string {
-	if f.p == nil {
-		return "0"
-	}
-	return strconv.FormatUint(uint64(*f.p), 10)
-}
-
-func (f uint32Flag) Set(s string) error {
-	v, err := strconv.ParseUint(s, 0, 32)
-	if err != nil {
-		return err
-	}
-	*f.p = uint32(v)
-	return nil
-}
-
-// originsFlag is etcd's --cors: "*", or comma-separated URLs
-// (scheme://host:port, checked as etcd checks them) kept as a set. As in
-// etcd, a value replaces the set, except "*", which is added to it.
-type originsFlag struct{ values map[string]struct{} }
-
-func (f *originsFlag) String() string { return strings.Join(slices.Sorted(maps.Keys(f.values)), ",") }
-
-func (f *originsFlag) Set(s string) error {
-	if s == "*" {
-		f.values["*"] = struct{}{}
-		return nil
-	}
-	us, err := types.NewURLs(strings.Split(s, ","))
-	if err != nil {
-		return err
-	}
-	f.values = map[string]struct{}{}
-	for _, u := range us {
-		f.values[u.String()] = struct{}{}
-	}
-	return nil
-}
-
-// stringSetFlag is etcd's --host-whitelist: comma-separated strings kept as
-// a set, each value replacing the last.
-type stringSetFlag struct{ values map[string]struct{} }
-
-func (f *stringSetFlag) String() string { return strings.Join(slices.Sorted(maps.Keys(f.values)), ",") }
-
-func (f *stringSetFlag) Set(s string) error {
-	f.values = map[string]struct{}{}
-	for _, v := range strings.Split(s, ",") {
-		f.values[v] = struct{}{}
-	}
-	return nil
 }
