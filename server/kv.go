@@ -270,8 +270,9 @@ func (s *Server) propose(ctx context.Context, req proto.Message) (proto.Message,
 	return s.send(ctx, &sequencer.Command{Req: req})
 }
 
-// proposeAs proposes a KV write whose checks admitValid made for ai: the
-// sequencer refuses it if the auth store changed before its turn came.
+// proposeAs proposes a write whose permissions were checked for ai (a KV
+// write by admitValid, a lease revoke): the sequencer refuses it if the
+// auth store changed before its turn came.
 func (s *Server) proposeAs(ctx context.Context, req proto.Message, ai *auth.AuthInfo) (proto.Message, error) {
 	return s.send(ctx, &sequencer.Command{Req: req, Admit: s.auth.admitAs(ai)})
 }

@@ -136,7 +136,9 @@ func (s *Server) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb
 	if err := s.permitLeaseKeys(ctx, ai, r.ID); err != nil {
 		return nil, err
 	}
-	resp, err := s.propose(ctx, &pb.LeaseRevokeRequest{ID: r.ID})
+	// Checked again when decided, as etcd's applier checks the lease's
+	// keys (authGate.admitAs).
+	resp, err := s.proposeAs(ctx, &pb.LeaseRevokeRequest{ID: r.ID}, ai)
 	if err != nil {
 		return nil, err
 	}

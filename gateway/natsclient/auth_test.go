@@ -296,8 +296,22 @@ func TestCredentialsLogInAgain(t *testing.T) {
 	if err := put(alice, "a/0"); err != nil {
 		t.Fatalf("put with authentication off: %v", err)
 	}
+	// Another client of alice's, logged in while authentication is off,
+	// whose first request once it is on is a watch: the watch's create is
+	// refused ("user name is empty") and sent again after a new login.
+	watcher := alice.WithUser("alice", authtest.AlicePassword)
+	if err := put(watcher, "a/00"); err != nil {
+		t.Fatalf("put with authentication off: %v", err)
+	}
 	if err := authtest.Setup(ctx, srv); err != nil {
 		t.Fatal(err)
+	}
+	early, err := watcher.Watch(ctx, &pb.WatchCreateRequest{Key: []byte("a/0")}, natsclient.WatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := recvResp(t, early); !r.Created || r.Canceled {
+		t.Fatalf("a watch whose create was first refused for its token: %v", r)
 	}
 	if err := put(alice, "a/1"); err != nil {
 		t.Fatalf("put once authentication is on: %v", err)

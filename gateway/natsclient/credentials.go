@@ -39,6 +39,13 @@ func (cr *credentials) current(ctx context.Context, c *Client) (string, error) {
 	return cr.token, nil
 }
 
+// peek returns the token the client sends now, without logging in.
+func (cr *credentials) peek() string {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	return cr.token
+}
+
 // stale reports whether err says the token sent (or its absence) is no
 // longer accepted, so that logging in again may help.
 func (cr *credentials) stale(err error) bool {

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -97,6 +98,9 @@ type watchLoop struct {
 	// resume is the revision every event up to which the caller has seen
 	// (from events, or from progress responses); 0 until known.
 	resume int64
+	// relogged is set once a create refused for its token made the client
+	// log in again, until a create succeeds.
+	relogged bool
 }
 
 type watchSession struct {
@@ -105,6 +109,7 @@ type watchSession struct {
 	msgs  chan *nats.Msg
 	seq   uint64
 	watch int64
+	token string // the token its create was sent with (a client with credentials)
 }
 
 // open subscribes to a fresh inbox and creates the watch there, from the
@@ -136,6 +141,9 @@ func (w *watchLoop) open(ctx context.Context) (*watchSession, error) {
 		return nil, err
 	}
 	s.id = reply.Header.Get(headerWatchSession)
+	if w.c.creds != nil {
+		s.token = w.c.creds.peek()
+	}
 	return s, nil
 }
 
@@ -193,11 +201,44 @@ func (w *watchLoop) follow(ctx context.Context, s *watchSession, ka <-chan time.
 			if err := proto.Unmarshal(m.Data, &resp); err != nil {
 				return false
 			}
+			if w.refusedForToken(ctx, s, &resp) {
+				return false // logged in again: open the session anew
+			}
 			if !w.deliver(ctx, s, &resp) || resp.Canceled {
 				return true
 			}
 		}
 	}
+}
+
+// refusedForToken reports whether resp refuses the watch's create because
+// of the token it was sent with (none, after logging in while
+// authentication was off; one from before the auth store changed, or one
+// revd no longer knows), and a client with credentials logged in again:
+// the create is then sent once more, with the new token, rather than the
+// refusal passed on. It logs in again at most once per refusal in a row.
+func (w *watchLoop) refusedForToken(ctx context.Context, s *watchSession, resp *pb.WatchResponse) bool {
+	if resp.Created && !resp.Canceled {
+		w.relogged = false
+		return false
+	}
+	if !resp.Canceled || w.c.creds == nil || w.relogged || !staleTokenReason(resp.CancelReason) {
+		return false
+	}
+	w.relogged = true
+	_, err := w.c.creds.renew(ctx, w.c, s.token)
+	return err == nil
+}
+
+// staleTokenReason reports whether a watch's cancel reason is one of the
+// token errors that logging in again mends.
+func staleTokenReason(reason string) bool {
+	for _, err := range []error{rpctypes.ErrGRPCUserEmpty, rpctypes.ErrGRPCAuthOldRevision, rpctypes.ErrGRPCInvalidAuthToken} {
+		if reason == err.Error() {
+			return true
+		}
+	}
+	return false
 }
 
 // deliver passes one response on, dropping what the caller already has.
@@ -235,8 +276,9 @@ func (w *watchLoop) deliver(ctx context.Context, s *watchSession, resp *pb.Watch
 		}
 		resp.Events = evs
 		w.resume = evs[len(evs)-1].Kv.ModRevision
-	case resp.WatchId == -1 || !resp.Canceled:
+	case !resp.Canceled:
 		// A progress response: nothing up to its revision is missing.
+		// (A refused create, canceled with watch id -1, is not one.)
 		w.resume = max(w.resume, resp.Header.GetRevision())
 	}
 	select {
