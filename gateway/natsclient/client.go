@@ -194,8 +194,6 @@ func decodeReply(subject string, reply *nats.Msg, resp proto.Message) error {
 // token yet, and sends msg again with a new token if revd refused the one
 // it had (credentials.go).
 func (c *Client) request(ctx context.Context, msg *nats.Msg) (*nats.Msg, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
 	if c.creds == nil {
 		return c.send(ctx, msg, c.token)
 	}
@@ -214,8 +212,11 @@ func (c *Client) request(ctx context.Context, msg *nats.Msg) (*nats.Msg, error) 
 }
 
 // send sends msg with token ("" for none) and returns the reply, or the
-// error it carries.
+// error it carries. Options.Timeout bounds each send (a login and the
+// request it precedes, or a request sent again, have one each).
 func (c *Client) send(ctx context.Context, msg *nats.Msg, token string) (*nats.Msg, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
 	if token != "" {
 		if msg.Header == nil {
 			msg.Header = nats.Header{}

@@ -108,8 +108,6 @@ func (c *Client) Login(ctx context.Context) error {
 	if c.creds == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
 	c.creds.mu.Lock()
 	defer c.creds.mu.Unlock()
 	return c.creds.loginLocked(ctx, c)
