@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -222,16 +223,16 @@ func (c *commandLine) finish() (*config, error) {
 		return nil, err
 	}
 	var err error
-	if cfg.clientURLs, err = parseURLs("--listen-client-urls", c.urls, "http", "https"); err != nil {
+	if cfg.clientURLs, err = parseBindURLs("--listen-client-urls", c.urls); err != nil {
 		return nil, err
 	}
 	if c.httpURLs != "" {
-		if cfg.clientHTTPURLs, err = parseURLs("--listen-client-http-urls", c.httpURLs, "http", "https"); err != nil {
+		if cfg.clientHTTPURLs, err = parseBindURLs("--listen-client-http-urls", c.httpURLs); err != nil {
 			return nil, err
 		}
 	}
 	if c.metricsURLs != "" {
-		if cfg.metricsURLs, err = parseURLs("--listen-metrics-urls", c.metricsURLs, "http", "https"); err != nil {
+		if cfg.metricsURLs, err = parseBindURLs("--listen-metrics-urls", c.metricsURLs); err != nil {
 			return nil, err
 		}
 	}
@@ -278,6 +279,22 @@ func (c *commandLine) finish() (*config, error) {
 		return nil, fmt.Errorf("--nats-subject-prefix: %q is not a valid subject prefix", cfg.natsSubjectRoot)
 	}
 	return cfg, nil
+}
+
+// parseBindURLs parses URLs to listen on: http:// or https://, each with
+// an IP address or localhost, as etcd requires ("expected IP in URL for
+// binding").
+func parseBindURLs(flag, list string) ([]*url.URL, error) {
+	us, err := parseURLs(flag, list, "http", "https")
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range us {
+		if h := u.Hostname(); h != "localhost" && net.ParseIP(h) == nil {
+			return nil, fmt.Errorf("%s: expected IP in URL for binding (%s)", flag, u)
+		}
+	}
+	return us, nil
 }
 
 // parseURLs parses flag's comma-separated URLs: each with a host and a

@@ -194,6 +194,7 @@ func TestConfigFileRefusals(t *testing.T) {
 		// The values are checked as flags are.
 		{"auto-compaction-mode: sometimes", `--auto-compaction-mode: "sometimes" is not one of periodic, revision`},
 		{"listen-client-urls: 127.0.0.1:2379", "is not a URL like"},
+		{"listen-client-urls: http://example.com:2379", "expected IP in URL for binding (http://example.com:2379)"},
 		{"initial-cluster: other=http://127.0.0.1:2380", `couldn't find local name "default"`},
 		// etcd's keys revd ignores still take etcd's types.
 		{"snapshot-count: many", "snapshot-count: many is not a value etcd takes"},
