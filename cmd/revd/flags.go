@@ -223,16 +223,16 @@ func (c *commandLine) finish() (*config, error) {
 		return nil, err
 	}
 	var err error
-	if cfg.clientURLs, err = parseBindURLs("--listen-client-urls", c.urls); err != nil {
+	if cfg.clientURLs, err = parseBindURLs("--listen-client-urls", c.urls, clientSchemes...); err != nil {
 		return nil, err
 	}
 	if c.httpURLs != "" {
-		if cfg.clientHTTPURLs, err = parseBindURLs("--listen-client-http-urls", c.httpURLs); err != nil {
+		if cfg.clientHTTPURLs, err = parseBindURLs("--listen-client-http-urls", c.httpURLs, clientSchemes...); err != nil {
 			return nil, err
 		}
 	}
 	if c.metricsURLs != "" {
-		if cfg.metricsURLs, err = parseBindURLs("--listen-metrics-urls", c.metricsURLs); err != nil {
+		if cfg.metricsURLs, err = parseBindURLs("--listen-metrics-urls", c.metricsURLs, "http", "https"); err != nil {
 			return nil, err
 		}
 	}
@@ -243,7 +243,7 @@ func (c *commandLine) finish() (*config, error) {
 		cfg.advertiseURLs = append(cfg.advertiseURLs, u.String())
 	}
 	if c.advertise != "" {
-		us, err := parseURLs("--advertise-client-urls", c.advertise, "http", "https")
+		us, err := parseURLs("--advertise-client-urls", c.advertise, clientSchemes...)
 		if err != nil {
 			return nil, err
 		}
@@ -281,16 +281,16 @@ func (c *commandLine) finish() (*config, error) {
 	return cfg, nil
 }
 
-// parseBindURLs parses URLs to listen on: http:// or https://, each with
-// an IP address or localhost, as etcd requires ("expected IP in URL for
-// binding").
-func parseBindURLs(flag, list string) ([]*url.URL, error) {
-	us, err := parseURLs(flag, list, "http", "https")
+// parseBindURLs parses URLs to listen on, of the given schemes: a host
+// that is an IP address or localhost, as etcd requires ("expected IP in URL
+// for binding"), or a unix socket.
+func parseBindURLs(flag, list string, schemes ...string) ([]*url.URL, error) {
+	us, err := parseURLs(flag, list, schemes...)
 	if err != nil {
 		return nil, err
 	}
 	for _, u := range us {
-		if h := u.Hostname(); h != "localhost" && net.ParseIP(h) == nil {
+		if h := u.Hostname(); !unixURL(u) && h != "localhost" && net.ParseIP(h) == nil {
 			return nil, fmt.Errorf("%s: expected IP in URL for binding (%s)", flag, u)
 		}
 	}
@@ -304,13 +304,13 @@ func parseURLs(flag, list string, schemes ...string) ([]*url.URL, error) {
 	for _, raw := range strings.Split(list, ",") {
 		raw = strings.TrimSpace(raw)
 		u, err := url.Parse(raw)
-		if err != nil || u.Host == "" {
+		if err != nil || (u.Host == "" && !(unixURL(u) && u.Path != "")) {
 			return nil, fmt.Errorf("%s: %q is not a URL like http://127.0.0.1:2379", flag, raw)
 		}
 		if !slices.Contains(schemes, u.Scheme) {
 			return nil, fmt.Errorf("%s: %q: the scheme must be one of %s", flag, raw, strings.Join(schemes, ", "))
 		}
-		if u.Port() == "" {
+		if u.Port() == "" && !unixURL(u) {
 			return nil, fmt.Errorf("%s: %q has no port", flag, raw)
 		}
 		out = append(out, u)
@@ -356,7 +356,9 @@ func tlsFlags(cfg *config, ciphers, allowedHosts string) error {
 	cfg.tls.AllowedHostnames = splitList(allowedHosts)
 	cfg.tls.AutoTLSDir = filepath.Join(cfg.dataDir, journal.FixturesDir, "client")
 	for _, u := range append(cfg.clientURLs, cfg.clientHTTPURLs...) {
-		cfg.tls.AutoTLSHosts = append(cfg.tls.AutoTLSHosts, u.Host)
+		if u.Host != "" {
+			cfg.tls.AutoTLSHosts = append(cfg.tls.AutoTLSHosts, u.Host)
+		}
 	}
 	if err := cfg.tls.Check(); err != nil {
 		return err
@@ -373,18 +375,18 @@ func tlsFlags(cfg *config, ciphers, allowedHosts string) error {
 	// listener serving both; revd serves one scheme per address.
 	schemes := map[string]string{}
 	for _, u := range cfg.clientURLs {
-		if other, ok := schemes[u.Host]; ok && other != u.Scheme {
-			return fmt.Errorf("--listen-client-urls: %s is given as both http:// and https://; revd serves one scheme per address (use two ports)", u.Host)
+		if other, ok := schemes[bindAddr(u)]; ok && other != u.Scheme {
+			return fmt.Errorf("--listen-client-urls: %s is given as both plain and TLS; revd serves one scheme per address (use two ports)", bindAddr(u))
 		}
-		schemes[u.Host] = u.Scheme
+		schemes[bindAddr(u)] = u.Scheme
 	}
 	for _, u := range cfg.clientHTTPURLs {
-		if _, ok := schemes[u.Host]; ok {
+		if _, ok := schemes[bindAddr(u)]; ok {
 			return fmt.Errorf("cannot bind both --listen-client-urls and --listen-client-http-urls on the same url %s", u)
 		}
 	}
 	for _, u := range append(cfg.clientURLs, cfg.clientHTTPURLs...) {
-		if u.Scheme == "https" && !cfg.tls.HasCertificate() {
+		if secureURL(u) && !cfg.tls.HasCertificate() {
 			return fmt.Errorf("TLS key/cert (--cert-file, --key-file) must be provided for client url %s with HTTPS scheme", u)
 		}
 	}

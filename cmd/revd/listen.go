@@ -10,7 +10,29 @@ import (
 	"net/url"
 	"slices"
 	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 )
+
+// clientSchemes are the client URLs' schemes, as etcd's: unix:// and
+// unixs:// listen on a unix socket, whose path is the URL's host and path
+// (unix:///run/revd.sock, or unix://localhost:2379 for a file of that name
+// in the working directory).
+var clientSchemes = []string{"http", "https", "unix", "unixs"}
+
+// secureURL reports whether u is served over TLS.
+func secureURL(u *url.URL) bool { return u.Scheme == "https" || u.Scheme == "unixs" }
+
+// unixURL reports whether u is a unix socket.
+func unixURL(u *url.URL) bool { return u.Scheme == "unix" || u.Scheme == "unixs" }
+
+// bindAddr is where u listens: host:port, or a unix socket's path.
+func bindAddr(u *url.URL) string {
+	if unixURL(u) {
+		return u.Host + u.Path
+	}
+	return u.Host
+}
 
 // ports are the bound listeners: bound.client[i] serves cfg.clientURLs[i],
 // bound.clientHTTP[i] cfg.clientHTTPURLs[i], bound.metrics[i]
@@ -29,7 +51,15 @@ func bind(cfg *config) (*ports, error) {
 		lns  *[]net.Listener
 	}{{cfg.clientURLs, &p.client}, {cfg.clientHTTPURLs, &p.clientHTTP}, {cfg.metricsURLs, &p.metrics}} {
 		for _, u := range set.urls {
-			ln, err := lc.Listen(context.Background(), "tcp", u.Host)
+			var ln net.Listener
+			var err error
+			if unixURL(u) {
+				// As etcd: a socket file left by an earlier run is
+				// replaced, and the file is removed when it closes.
+				ln, err = transport.NewUnixListener(bindAddr(u))
+			} else {
+				ln, err = lc.Listen(context.Background(), "tcp", u.Host)
+			}
 			if err != nil {
 				p.close()
 				return nil, fmt.Errorf("listening on %s: %w", u, err)
@@ -78,7 +108,7 @@ func (p *ports) secure(cfg *config, log *slog.Logger) error {
 	}
 	clients := func(urls []*url.URL, lns []net.Listener, httpOnly bool) error {
 		for i, u := range urls {
-			if u.Scheme != "https" {
+			if !secureURL(u) {
 				if cfg.tls.CertFile != "" || cfg.tls.KeyFile != "" {
 					log.Warn("scheme is http while key and cert files are present; ignoring key and cert files", "client-url", u.String())
 				}
@@ -100,7 +130,7 @@ func (p *ports) secure(cfg *config, log *slog.Logger) error {
 		return err
 	}
 	for i, u := range cfg.metricsURLs {
-		if u.Scheme == "https" {
+		if secureURL(u) {
 			if err := wrap(u, &p.metrics[i], true); err != nil {
 				return err
 			}

@@ -3,18 +3,25 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc/status"
 
+	"revd/internal/syncbuf"
 	"revd/tests/testutil"
 )
 
@@ -171,6 +178,77 @@ func TestEtcdEnvironmentAndFileRefusals(t *testing.T) {
 		code, out := run(testutil.RevdBin(t))
 		if code == 0 || !strings.Contains(strings.ReplaceAll(out, `"`, `\"`), tc.want) {
 			t.Errorf("revd with %s %s: exit %d, output %.600s; etcd exits %d with %s", tc.env, tc.arg, code, out, etcdCode, tc.want)
+		}
+	}
+}
+
+// TestUnixSocketListener: --listen-client-urls may name a unix socket, as
+// etcd's may (unix:// in clear, unixs:// over TLS): etcdctl and HTTP reach
+// both servers there with the same answers, a socket file left behind is
+// replaced at start, and the file is removed at a clean stop.
+func TestUnixSocketListener(t *testing.T) {
+	etcd, ctl := testutil.EtcdBin(t)
+	dir := t.TempDir()
+	var want []string // etcd's answers
+	for _, srv := range []struct{ kind, bin string }{{testutil.KindEtcd, etcd}, {testutil.KindRevd, testutil.RevdBin(t)}} {
+		sock := filepath.Join(dir, srv.kind+".sock")
+		if err := os.WriteFile(sock, nil, 0o600); err != nil { // left behind by an earlier run
+			t.Fatal(err)
+		}
+		u := "unix://" + sock
+		ports := testutil.FreePorts(t, 2)
+		args := []string{"--data-dir=" + filepath.Join(dir, srv.kind), "--listen-client-urls=" + u, "--advertise-client-urls=" + u}
+		if srv.kind == testutil.KindEtcd {
+			peer := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+			args = append(args, "--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer, "--initial-cluster=default="+peer)
+		} else {
+			args = append(args, "--nats-listen=127.0.0.1:"+strconv.Itoa(ports[1]))
+		}
+		cmd := exec.Command(srv.bin, args...)
+		var out syncbuf.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		stopped := false
+		t.Cleanup(func() {
+			if !stopped {
+				cmd.Process.Kill()
+				cmd.Wait()
+			}
+		})
+		deadline := time.Now().Add(testutil.StartTimeout)
+		for etcdctl(t, ctl, u, "", "endpoint", "health").Exit != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not answer on %s:\n%s", srv.kind, u, out.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		var got []string
+		for _, args := range [][]string{{"put", "k", "v"}, {"get", "k"}, {"get", "k", "-w", "json"}, {"del", "k"}} {
+			got = append(got, normalize(etcdctl(t, ctl, u, "", args...).String(), u))
+		}
+		hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}}}
+		resp, err := hc.Get("http://localhost/health")
+		if err != nil {
+			t.Fatalf("GET /health over %s: %v", sock, err)
+		}
+		health, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		hc.CloseIdleConnections()
+		got = append(got, fmt.Sprint(resp.StatusCode, " ", string(health)))
+		if srv.kind == testutil.KindEtcd {
+			want = got
+		} else if !slices.Equal(got, want) {
+			t.Errorf("over a unix socket:\nrevd %q\netcd %q", got, want)
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		stopped = true
+		if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s left its socket file behind (%v)", srv.kind, err)
 		}
 	}
 }
