@@ -376,7 +376,7 @@ func tlsFlags(cfg *config, ciphers, allowedHosts string) error {
 	schemes := map[string]string{}
 	for _, u := range cfg.clientURLs {
 		if other, ok := schemes[bindAddr(u)]; ok && other != u.Scheme {
-			return fmt.Errorf("--listen-client-urls: %s is given as both plain and TLS; revd serves one scheme per address (use two ports)", bindAddr(u))
+			return fmt.Errorf("--listen-client-urls: %s is given as both %s:// and %s://; revd serves one scheme per address (use two ports)", bindAddr(u), other, u.Scheme)
 		}
 		schemes[bindAddr(u)] = u.Scheme
 	}
