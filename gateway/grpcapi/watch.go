@@ -3,6 +3,7 @@ package grpcapi
 import (
 	"errors"
 	"io"
+	"sync"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
@@ -30,18 +31,31 @@ func (s grpcSink) Send(r *pb.WatchResponse) error { return s.gs.Send(r) }
 type batchSink struct {
 	grpcSink
 	ms grpcwire.MultiSender
-	// enc and buf are SendBatch's (Run calls it from one goroutine).
+	// enc is SendBatch's (Run calls it from one goroutine).
 	enc watchEncoder
-	buf []byte
 }
 
-// maxBatchBytes is how much encoded data SendBatch queues at once (a
-// larger response goes alone).
+// batchBufs holds SendBatch's buffers between calls: shared by all
+// streams, so that memory follows the batches being sent, not the number
+// of streams that ever sent a large one.
+var batchBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxBatchBytes is about how much encoded data SendBatch hands grpcwire at
+// a time (it hands over what it has once past it, so a large response may
+// make it more).
 const maxBatchBytes = 256 << 10
 
 func (s *batchSink) SendBatch(rs []*pb.WatchResponse) error {
 	defer s.enc.reset()
-	buf, n := s.buf[:0], 0
+	bp := batchBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxBatchBytes*2 {
+			*bp = (*bp)[:0]
+			batchBufs.Put(bp)
+		}
+	}()
+	buf, n := (*bp)[:0], 0
+	defer func() { *bp = buf }()
 	for _, r := range rs {
 		var err error
 		if buf, err = s.enc.append(buf, r); err != nil {
@@ -56,12 +70,7 @@ func (s *batchSink) SendBatch(rs []*pb.WatchResponse) error {
 		}
 	}
 	if n > 0 {
-		if err := s.ms.SendFramed(buf, n); err != nil {
-			return err
-		}
-	}
-	if cap(buf) <= maxBatchBytes*2 {
-		s.buf = buf[:0]
+		return s.ms.SendFramed(buf, n)
 	}
 	return nil
 }
