@@ -98,6 +98,11 @@ type runner struct {
 	// main leaves it nil: they end on SIGINT or SIGTERM.
 	interrupt context.Context
 
+	// environ is the process's environment (os.Environ()), where
+	// REVCTL_<FLAG> variables give the global flags the command line
+	// leaves unset.
+	environ []string
+
 	g       globalFlags
 	display printer
 	kv      kvClient
@@ -171,6 +176,9 @@ func (r *runner) dispatch(args []string) error {
 	if err != nil {
 		return flagError(cmd, err)
 	}
+	if err := r.globalsFromEnv(fs); err != nil {
+		return &exitErr{code: exitBadArgs, err: err} // as etcdctl exits on a bad ETCDCTL_ variable
+	}
 	if help {
 		r.commandUsage(cmd, fs)
 		return nil
@@ -179,6 +187,38 @@ func (r *runner) dispatch(args []string) error {
 		return exitErrorf(exitBadFeature, "unsupported output format")
 	}
 	return run(pos)
+}
+
+// envPrefix starts the environment variables that set global flags, as
+// ETCDCTL_ does for etcdctl's: REVCTL_NATS_URL, REVCTL_USER, ...
+const envPrefix = "REVCTL"
+
+// globalsFromEnv sets each global flag the command line left unset from
+// its REVCTL_ variable (dashes as underscores, upper case), as etcdctl
+// reads ETCDCTL_ ones; an empty variable sets nothing, and the command line
+// wins over the environment. Command flags are the command line's only.
+func (r *runner) globalsFromEnv(fs *flagSet) error {
+	var g globalFlags
+	names := newFlagSet("globals")
+	g.define(names)
+	var err error
+	names.fs.VisitAll(func(f *flag.Flag) {
+		key := envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		v := ""
+		for _, kv := range r.environ {
+			if k, val, _ := strings.Cut(kv, "="); k == key {
+				v = val
+				break
+			}
+		}
+		if err != nil || v == "" || fs.changed(f.Name) {
+			return
+		}
+		if serr := fs.fs.Set(f.Name, v); serr != nil {
+			err = fmt.Errorf("invalid value %q for %s: %v", v, key, serr)
+		}
+	})
+	return err
 }
 
 // globalValueFlags are the global flags that take a value, for finding the

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"github.com/nats-io/nats-server/v2/server"
 	"strings"
 	"testing"
 	"time"
@@ -248,20 +249,28 @@ func TestConnectionError(t *testing.T) {
 	}
 }
 
-// TestOverTCP runs main's own connect function against an embedded NATS
-// server on a TCP port, and an endpoint with no revd behind it.
-func TestOverTCP(t *testing.T) {
+// servedOverTCP starts an embedded NATS server on a TCP port with a fake
+// store served under prefix.
+func servedOverTCP(t *testing.T, prefix string) *server.Server {
+	t.Helper()
 	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(ns.Shutdown)
 	kv := natsapitest.NewFakeKV()
-	svc, err := natsapi.Serve(natsapitest.Connect(t, ns, "revd"), kv, natsapitest.FakeStatus(kv), natsapi.Options{SubjectPrefix: "tcp"})
+	svc, err := natsapi.Serve(natsapitest.Connect(t, ns, "revd"), kv, natsapitest.FakeStatus(kv), natsapi.Options{SubjectPrefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { svc.Stop() })
+	return ns
+}
+
+// TestOverTCP runs main's own connect function against an embedded NATS
+// server on a TCP port, and an endpoint with no revd behind it.
+func TestOverTCP(t *testing.T) {
+	ns := servedOverTCP(t, "tcp")
 
 	run := func(a ...string) (string, string, int) {
 		var out, errb bytes.Buffer
@@ -283,5 +292,34 @@ func TestOverTCP(t *testing.T) {
 	want := "Failed to get the status of endpoint " + ns.ClientURL() + " (natsclient: no revd server is serving revd.maintenance.status)\n"
 	if code != exitError || out != "" || errs != want {
 		t.Fatalf("endpoint status without a server: exit %d, %q, %q", code, out, errs)
+	}
+}
+
+// TestGlobalsFromEnvironment: REVCTL_<FLAG> gives the global flags the
+// command line leaves unset (as ETCDCTL_ does for etcdctl); the command
+// line wins; a bad value names its variable; command flags are not read
+// from the environment.
+func TestGlobalsFromEnvironment(t *testing.T) {
+	ns := servedOverTCP(t, "env")
+	run := func(environ []string, a ...string) (string, string, int) {
+		var out, errb bytes.Buffer
+		r := &runner{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, connect: connectNATS, sleep: func(time.Duration) {}, environ: environ}
+		code := r.run(a)
+		return out.String(), errb.String(), code
+	}
+	env := []string{"REVCTL_NATS_URL=" + ns.ClientURL(), "REVCTL_SUBJECT_PREFIX=env", "REVCTL_WRITE_OUT=fields", "REVCTL_PREFIX=true"}
+	if out, errs, code := run(env, "put", "k", "v"); code != 0 || !strings.Contains(out, `"Revision" : 2`) {
+		t.Fatalf("put: exit %d, %q, %q", code, out, errs)
+	}
+	// --write-out from the environment; REVCTL_PREFIX (a command flag) is
+	// not read: "k" alone is asked for.
+	if out, errs, code := run(env, "get", "k"); code != 0 || !strings.Contains(out, `"Key" : "k"`) || !strings.Contains(out, `"Count" : 1`) {
+		t.Fatalf("get with the environment's write-out: exit %d, %q, %q", code, out, errs)
+	}
+	if out, errs, code := run(env, "-w", "simple", "get", "k"); code != 0 || out != "k\nv\n" {
+		t.Fatalf("get with -w on the command line: exit %d, %q, %q", code, out, errs)
+	}
+	if _, errs, code := run(append(env, "REVCTL_DIAL_TIMEOUT=soon"), "get", "k"); code != exitBadArgs || !strings.Contains(errs, `invalid value "soon" for REVCTL_DIAL_TIMEOUT`) {
+		t.Fatalf("a bad REVCTL_DIAL_TIMEOUT: exit %d, %q", code, errs)
 	}
 }

@@ -29,6 +29,7 @@ func main() {
 		stderr:  os.Stderr,
 		connect: connectNATS,
 		sleep:   time.Sleep,
+		environ: os.Environ(),
 	}
 	os.Exit(r.run(os.Args[1:]))
 }
