@@ -3,10 +3,11 @@ package main
 import (
 	"bytes"
 	"errors"
-	"github.com/nats-io/nats-server/v2/server"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 
 	"revd/gateway/natsapi"
 	"revd/gateway/natsapi/natsapitest"
