@@ -1,13 +1,13 @@
 package main
 
 import (
-	"go.etcd.io/etcd/pkg/v3/flags"
-
 	"flag"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
+
+	"go.etcd.io/etcd/pkg/v3/flags"
 )
 
 // etcd's command line, taken as it is: the flags of etcd 3.7.3 that have
