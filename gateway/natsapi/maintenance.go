@@ -4,13 +4,16 @@ import (
 	"context"
 
 	"github.com/nats-io/nats.go/micro"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	maintenancev1 "revd/protos/revd/maintenance/v1"
 )
 
-// Maintenance endpoints that etcd's API has no message for. Payloads are
-// the protobuf messages of protos/revd/maintenance/v1/maintenance.proto;
-// errors are micro errors with a gRPC code, as for the etcd calls.
+// Maintenance endpoints: two that etcd's API has no message for, whose
+// payloads are the protobuf messages of
+// protos/revd/maintenance/v1/maintenance.proto, and etcd's own Alarm,
+// HashKV, Defragment and MemberList; errors are micro errors with a gRPC
+// code, as for the KV calls.
 const (
 	// EndpointCheckpoint writes a consistent copy of the server's data
 	// directory into CheckpointRequest.dir, an absolute path on the server's
@@ -24,6 +27,14 @@ const (
 	// the same hash revctl journal verify computes offline (codes
 	// OutOfRange for a future or compacted revision, as Range).
 	EndpointHash = "maintenance.hash" // HashRequest -> HashResponse
+
+	// etcd's Maintenance and Cluster calls, with etcd's messages and
+	// answers (the gRPC ones): the alarms (list, activate, deactivate),
+	// HashKV, Defragment and the member list.
+	EndpointAlarm      = "maintenance.alarm"      // AlarmRequest -> AlarmResponse
+	EndpointHashKV     = "maintenance.hashkv"     // HashKVRequest -> HashKVResponse
+	EndpointDefragment = "maintenance.defragment" // DefragmentRequest -> DefragmentResponse
+	EndpointMemberList = "cluster.member_list"    // MemberListRequest -> MemberListResponse
 )
 
 // MaintenanceServer answers the maintenance endpoints above; revd's
@@ -33,6 +44,10 @@ const (
 type MaintenanceServer interface {
 	Checkpoint(context.Context, *maintenancev1.CheckpointRequest) (*maintenancev1.CheckpointResponse, error)
 	Hash(context.Context, *maintenancev1.HashRequest) (*maintenancev1.HashResponse, error)
+	Alarm(context.Context, *pb.AlarmRequest) (*pb.AlarmResponse, error)
+	HashKV(context.Context, *pb.HashKVRequest) (*pb.HashKVResponse, error)
+	Defragment(context.Context, *pb.DefragmentRequest) (*pb.DefragmentResponse, error)
+	MemberList(context.Context, *pb.MemberListRequest) (*pb.MemberListResponse, error)
 }
 
 // addMaintenanceEndpoints registers the maintenance endpoints, served like
@@ -46,5 +61,9 @@ func (s *Service) addMaintenanceEndpoints(svc micro.Service) error {
 	return s.addUnary(svc, []endpoint{
 		{name: EndpointCheckpoint, run: unary(ms.Checkpoint)},
 		{name: EndpointHash, run: unary(ms.Hash)},
+		{name: EndpointAlarm, run: unary(ms.Alarm)},
+		{name: EndpointHashKV, run: unary(ms.HashKV)},
+		{name: EndpointDefragment, run: unary(ms.Defragment)},
+		{name: EndpointMemberList, run: unary(ms.MemberList)},
 	})
 }

@@ -188,7 +188,7 @@ func authMember(t *testing.T, opts natsclient.Options) (*revd.Server, *natsclien
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	svc, err := natsapi.Serve(nc, srv, srv.Status, natsapi.Options{Watch: srv, Lease: srv, Auth: srv})
+	svc, err := natsapi.Serve(nc, srv, srv.Status, natsapi.Options{Watch: srv, Lease: srv, Auth: srv, Maintenance: srv})
 	if err != nil {
 		t.Fatal(err)
 	}
