@@ -207,7 +207,10 @@ func (s *Server) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.Comp
 	if err := s.checkAlarms(r); err != nil {
 		return nil, err
 	}
-	resp, err := s.propose(ctx, r)
+	// Checked again when decided (etcd's applier checks the root role
+	// again); a little stricter than etcd: any change to the auth store
+	// meanwhile refuses it, and the client sends it again.
+	resp, err := s.proposeAs(ctx, r, ai)
 	if err != nil {
 		return nil, err
 	}
@@ -271,8 +274,8 @@ func (s *Server) propose(ctx context.Context, req proto.Message) (proto.Message,
 }
 
 // proposeAs proposes a write whose permissions were checked for ai (a KV
-// write by admitValid, a lease revoke): the sequencer refuses it if the
-// auth store changed before its turn came.
+// write by admitValid, a lease revoke, a compaction): the sequencer refuses
+// it if the auth store changed before its turn came.
 func (s *Server) proposeAs(ctx context.Context, req proto.Message, ai *auth.AuthInfo) (proto.Message, error) {
 	return s.send(ctx, &sequencer.Command{Req: req, Admit: s.auth.admitAs(ai)})
 }
