@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"revd/actors/sequencer"
 )
 
 // Authentication and authorization are etcd's: revd runs etcd's own auth
@@ -54,7 +56,7 @@ type authGate struct {
 	forwardSecret string
 	// admitNoUser is admitAs(nil), made once: every write that arrives
 	// with authentication off carries it.
-	admitNoUser func() error
+	admitNoUser func(sequencer.LeaseKeys) error
 }
 
 // The gate's modes. authBroken follows an auth change whose journal commit
@@ -94,7 +96,7 @@ func (s *Server) openAuth() error {
 	g := &authGate{be: newAuthBackend(st, s.j.ChangeAuth, s.onAuthFail), cost: s.opts.BcryptCost, cn: s.opts.ClientCertAuth,
 		forwardSecret: newForwardSecret()}
 	g.store = auth.NewAuthStore(lg, g.be, tp, g.cost)
-	g.admitNoUser = func() error { return g.admitAt(0) }
+	g.admitNoUser = func(sequencer.LeaseKeys) error { return g.admitAt(0) }
 	if err := g.be.failed(); err != nil {
 		g.store.Close()
 		return err

@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/metadata"
 
+	"revd/actors/sequencer"
 	"revd/internal/authtest"
 	"revd/journal"
 )
@@ -160,16 +161,16 @@ func TestWriteRecheckedWhenDecided(t *testing.T) {
 	defer s.Close()
 	must := okFor(t)
 	noUser := s.auth.admitAs(nil)
-	if err := noUser(); err != nil {
+	if err := noUser(nil); err != nil {
 		t.Fatalf("a write with authentication off: %v", err)
 	}
 	setupAuth(t, s)
-	if err := noUser(); err != rpctypes.ErrGRPCUserEmpty {
+	if err := noUser(nil); err != rpctypes.ErrGRPCUserEmpty {
 		t.Fatalf("a write that arrived with authentication off, decided with it on: %v, want %v", err, rpctypes.ErrGRPCUserEmpty)
 	}
 	alice := login(t, s, "alice", "alicepw")
 	root := login(t, s, "root", "rootpw")
-	checkedAt := func() func() error {
+	checkedAt := func() func(sequencer.LeaseKeys) error {
 		ai, err := s.caller(alice)
 		if err != nil {
 			t.Fatal(err)
@@ -177,22 +178,65 @@ func TestWriteRecheckedWhenDecided(t *testing.T) {
 		return s.auth.admitAs(ai)
 	}
 	before := checkedAt()
-	if err := before(); err != nil {
+	if err := before(nil); err != nil {
 		t.Fatalf("a write decided with the store unchanged: %v", err)
 	}
 	must(s.RoleRevokePermission(root, &pb.AuthRoleRevokePermissionRequest{Role: "a", Key: []byte("a/"), RangeEnd: []byte("a0")}))
-	if err := before(); err != rpctypes.ErrGRPCAuthOldRevision {
+	if err := before(nil); err != rpctypes.ErrGRPCAuthOldRevision {
 		t.Fatalf("a write checked before a revoke, decided after it: %v, want %v", err, rpctypes.ErrGRPCAuthOldRevision)
 	}
-	if err := checkedAt()(); err != nil {
+	if err := checkedAt()(nil); err != nil {
 		t.Fatalf("a write checked after the revoke: %v", err)
 	}
 	must(s.AuthDisable(root, &pb.AuthDisableRequest{}))
-	if err := before(); err != nil {
+	if err := before(nil); err != nil {
 		t.Fatalf("decided with authentication off: %v", err)
 	}
-	if err := noUser(); err != nil {
+	if err := noUser(nil); err != nil {
 		t.Fatalf("no user, decided with authentication off: %v", err)
+	}
+}
+
+// TestLeaseKeysRecheckedWhenDecided: a put on a lease is checked again when
+// its turn comes if the lease's keys changed since it arrived, as etcd's
+// applier checks them: a key outside the caller's permissions attached to
+// the lease meanwhile (by root) refuses the put; the same keys, or keys the
+// caller may write, let it through.
+func TestLeaseKeysRecheckedWhenDecided(t *testing.T) {
+	s := openAuthT(t, t.TempDir())
+	defer s.Close()
+	setupAuth(t, s)
+	alice := login(t, s, "alice", "alicepw")
+	ai, err := s.caller(alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := &pb.PutRequest{Key: []byte("a/x"), Value: []byte("v"), Lease: 7}
+	admit := s.admitKV(ai, put, map[int64][][]byte{7: {[]byte("a/1")}})
+	keys := func(ks ...string) sequencer.LeaseKeys {
+		return func(id int64) [][]byte {
+			if id != 7 {
+				t.Fatalf("looked up lease %d", id)
+			}
+			var out [][]byte
+			for _, k := range ks {
+				out = append(out, []byte(k))
+			}
+			return out
+		}
+	}
+	if err := admit(keys("a/1")); err != nil {
+		t.Errorf("the lease's keys unchanged: %v", err)
+	}
+	if err := admit(keys("a/1", "a/2")); err != nil {
+		t.Errorf("a key alice may write attached meanwhile: %v", err)
+	}
+	if err := admit(keys("a/1", "b/z")); err != rpctypes.ErrGRPCPermissionDenied {
+		t.Errorf("a key alice may not write attached meanwhile: %v, want %v", err, rpctypes.ErrGRPCPermissionDenied)
+	}
+	// Without a lease nothing is looked up.
+	if err := s.admitKV(ai, &pb.PutRequest{Key: []byte("a/x")}, nil)(nil); err != nil {
+		t.Errorf("a put without a lease: %v", err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	leaseactor "revd/actors/lease"
+	"revd/actors/sequencer"
 )
 
 // The permission checks of every call outside the Auth service, as etcd's
@@ -41,21 +42,23 @@ func (s *Server) checkKV(ctx context.Context, req proto.Message) error {
 	if err != nil {
 		return err
 	}
-	return s.permitKV(ctx, ai, req)
+	_, err = s.permitKV(ctx, ai, req)
+	return err
 }
 
 // permitKV checks a KV request (Range, Put, DeleteRange, Txn) of ai, a
-// caller. The keys of the leases its puts name are fetched first, without
-// the gate's lock (etcd reads them when it applies the request).
-func (s *Server) permitKV(ctx context.Context, ai *auth.AuthInfo, req proto.Message) error {
+// caller, and returns the keys of the leases its puts name, fetched first,
+// without the gate's lock (etcd reads them when it applies the request;
+// admitKV looks again then).
+func (s *Server) permitKV(ctx context.Context, ai *auth.AuthInfo, req proto.Message) (leases map[int64][][]byte, err error) {
 	if ai == nil {
-		return nil
+		return nil, nil
 	}
-	leases := map[int64][][]byte{}
+	leases = map[int64][][]byte{}
 	if err := s.leaseKeysOf(ctx, req, leases); err != nil {
-		return err
+		return nil, err
 	}
-	return s.permit(ai, func(ai *auth.AuthInfo) error { return s.kvAllowed(ai, req, leases) })
+	return leases, s.permit(ai, func(ai *auth.AuthInfo) error { return s.kvAllowed(ai, req, leases) })
 }
 
 // leaseKeysOf adds to leases the keys of every lease a put of req (a Put,
@@ -248,12 +251,57 @@ func (s *Server) WatchPermitted(ctx context.Context, key, rangeEnd []byte) strin
 // authentication off (ai nil) and authentication is on by then, it has no
 // user: "user name is empty". So a permission revoked, or authentication
 // turned on, before a write is decided is never bypassed by it.
-func (g *authGate) admitAs(ai *auth.AuthInfo) func() error {
+func (g *authGate) admitAs(ai *auth.AuthInfo) func(sequencer.LeaseKeys) error {
 	if ai == nil {
 		return g.admitNoUser
 	}
 	rev := ai.Revision
-	return func() error { return g.admitAt(rev) }
+	return func(sequencer.LeaseKeys) error { return g.admitAt(rev) }
+}
+
+// admitKV is admitAs for a KV write checked with leases, the keys of the
+// leases its puts name as they were then: a put on a lease also needs
+// write permission on every key the lease holds, and etcd checks them
+// when it applies the put, so if another write attached a key to one of
+// them meanwhile, the write's permissions are checked again (under the
+// gate's read lock) against the lease's keys at its turn.
+func (s *Server) admitKV(ai *auth.AuthInfo, req proto.Message, leases map[int64][][]byte) func(sequencer.LeaseKeys) error {
+	base := s.auth.admitAs(ai)
+	if ai == nil || len(leases) == 0 {
+		return base
+	}
+	return func(keysOf sequencer.LeaseKeys) error {
+		if err := base(keysOf); err != nil {
+			return err
+		}
+		now := make(map[int64][][]byte, len(leases))
+		changed := false
+		for id, keys := range leases {
+			now[id] = keysOf(id)
+			changed = changed || !sameKeys(now[id], keys)
+		}
+		if !changed {
+			return nil
+		}
+		return s.permit(ai, func(ai *auth.AuthInfo) error { return s.kvAllowed(ai, req, now) })
+	}
+}
+
+// sameKeys reports whether a and b hold the same keys, in any order.
+func sameKeys(a, b [][]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	in := make(map[string]bool, len(a))
+	for _, k := range a {
+		in[string(k)] = true
+	}
+	for _, k := range b {
+		if !in[string(k)] {
+			return false
+		}
+	}
+	return true
 }
 
 // admitAt is admitAs's check for a write checked at auth revision rev (0:

@@ -46,11 +46,11 @@ func (s *Server) rangeShards(ctx context.Context, r *pb.RangeRequest) (resp *pb.
 
 // Put writes one key through the sequencer.
 func (s *Server) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
-	ai, err := s.admitWrite(ctx, r)
+	admit, err := s.admitWrite(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.proposeAs(ctx, r, ai)
+	resp, err := s.send(ctx, &sequencer.Command{Req: r, Admit: admit})
 	if err != nil {
 		return nil, err
 	}
@@ -59,11 +59,11 @@ func (s *Server) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, er
 
 // DeleteRange deletes keys through the sequencer.
 func (s *Server) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
-	ai, err := s.admitWrite(ctx, r)
+	admit, err := s.admitWrite(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.proposeAs(ctx, r, ai)
+	resp, err := s.send(ctx, &sequencer.Command{Req: r, Admit: admit})
 	if err != nil {
 		return nil, err
 	}
@@ -94,11 +94,11 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 		s.fill(resp.Header)
 		return resp, nil
 	}
-	ai, err := s.admitValid(ctx, txnField, r)
+	admit, err := s.admitValid(ctx, txnField, r)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.proposeAs(ctx, r, ai)
+	resp, err := s.send(ctx, &sequencer.Command{Req: r, Admit: admit})
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ func (s *Server) StartWrite(ctx context.Context, req proto.Message, done func(pr
 
 // admitWrite makes every check of a Put, DeleteRange or writing Txn before
 // it is sequenced, in etcd's order: quota, validation, then admitValid.
-func (s *Server) admitWrite(ctx context.Context, req proto.Message) (*auth.AuthInfo, error) {
+func (s *Server) admitWrite(ctx context.Context, req proto.Message) (func(sequencer.LeaseKeys) error, error) {
 	if err := s.checkQuota(req); err != nil {
 		return nil, err
 	}
@@ -148,10 +148,9 @@ func (s *Server) admitWrite(ctx context.Context, req proto.Message) (*auth.AuthI
 
 // admitValid is the rest of a valid write's checks, as etcd makes them
 // before it proposes: the caller's token, the request's size, the alarms,
-// the caller's permissions. It returns the caller (nil with authentication
-// off), whose checks the sequencer confirms when it decides the write
-// (authGate.admitAs).
-func (s *Server) admitValid(ctx context.Context, field protowire.Number, req proto.Message) (*auth.AuthInfo, error) {
+// the caller's permissions. It returns the check the sequencer makes again
+// when it decides the write (admitKV).
+func (s *Server) admitValid(ctx context.Context, field protowire.Number, req proto.Message) (func(sequencer.LeaseKeys) error, error) {
 	ai, err := s.caller(ctx)
 	if err != nil {
 		return nil, err
@@ -162,7 +161,11 @@ func (s *Server) admitValid(ctx context.Context, field protowire.Number, req pro
 	if err := s.checkAlarms(req); err != nil {
 		return nil, err
 	}
-	return ai, s.permitKV(ctx, ai, req)
+	leases, err := s.permitKV(ctx, ai, req)
+	if err != nil {
+		return nil, err
+	}
+	return s.admitKV(ai, req, leases), nil
 }
 
 // IsWrite reports whether StartWrite takes req: a Put, a DeleteRange or a
@@ -273,9 +276,9 @@ func (s *Server) propose(ctx context.Context, req proto.Message) (proto.Message,
 	return s.send(ctx, &sequencer.Command{Req: req})
 }
 
-// proposeAs proposes a write whose permissions were checked for ai (a KV
-// write by admitValid, a lease revoke, a compaction): the sequencer refuses
-// it if the auth store changed before its turn came.
+// proposeAs proposes a write whose permissions were checked for ai (a
+// lease revoke, a compaction): the sequencer refuses it if the auth store
+// changed before its turn came.
 func (s *Server) proposeAs(ctx context.Context, req proto.Message, ai *auth.AuthInfo) (proto.Message, error) {
 	return s.send(ctx, &sequencer.Command{Req: req, Admit: s.auth.admitAs(ai)})
 }

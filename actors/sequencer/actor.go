@@ -18,9 +18,14 @@ type Command struct {
 	// core decides it: an error refuses the command with that error (no
 	// revision, nothing journaled), as etcd's appliers refuse a request
 	// whose checks no longer hold when they apply it. It runs on the
-	// actor's goroutine and must be quick.
-	Admit func() error
+	// actor's goroutine and must be quick; it may look up the keys leases
+	// hold at that turn.
+	Admit func(LeaseKeys) error
 }
+
+// LeaseKeys returns the keys lease id holds as the commands decided so far
+// left them (nil for none, or no such lease).
+type LeaseKeys func(id int64) [][]byte
 
 // Expiry is the lease actor's command: lease ID, granted with sequence
 // number Seq, passed its deadline (see Core.Expire). Reply, if set, gets the
@@ -77,7 +82,7 @@ func (a *Actor) Props() *actor.Props {
 // decide is m's outcome: refused by its Admit, or the core's.
 func (a *Actor) decide(m *Command) Outcome {
 	if m.Admit != nil {
-		if err := m.Admit(); err != nil {
+		if err := m.Admit(a.core.leases.Keys); err != nil {
 			return Outcome{Err: err}
 		}
 	}

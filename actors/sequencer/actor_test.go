@@ -166,7 +166,7 @@ func TestAdmitWhenDecided(t *testing.T) {
 	reply := func(o Outcome) { replies <- o }
 	allowed := true // read and written on the actor's goroutine only
 	errRevoked := errors.New("revoked")
-	admit := func() error {
+	admit := func(LeaseKeys) error {
 		if !allowed {
 			return errRevoked
 		}
@@ -174,8 +174,8 @@ func TestAdmitWhenDecided(t *testing.T) {
 	}
 	// The first command's Admit revokes the permission once it has passed,
 	// as a revoke landing between two writes' turns would.
-	sys.Root.Send(pid, &Command{Req: put("a", "1"), Reply: reply, Admit: func() error {
-		err := admit()
+	sys.Root.Send(pid, &Command{Req: put("a", "1"), Reply: reply, Admit: func(keys LeaseKeys) error {
+		err := admit(keys)
 		allowed = false
 		return err
 	}})

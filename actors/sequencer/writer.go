@@ -2,7 +2,6 @@ package sequencer
 
 import (
 	"revd/journal"
-
 	"revd/projections/lease"
 )
 
