@@ -56,6 +56,8 @@ type Actor struct {
 	core *Core
 	q    *commitQueue
 	w    *writer
+	// leaseKeys is core.leases.Keys, bound once: Admit gets it per command.
+	leaseKeys LeaseKeys
 }
 
 // New returns the actor; spawn it with Props.
@@ -68,9 +70,10 @@ func New(opts Options) *Actor {
 	}
 	q := batchq.New[pending]()
 	return &Actor{
-		core: opts.Core,
-		q:    q,
-		w:    &writer{q: q, log: opts.Log, onCommit: opts.OnCommit, onFail: opts.OnFail, done: make(chan struct{})},
+		core:      opts.Core,
+		leaseKeys: opts.Core.leases.Keys,
+		q:         q,
+		w:         &writer{q: q, log: opts.Log, onCommit: opts.OnCommit, onFail: opts.OnFail, done: make(chan struct{})},
 	}
 }
 
@@ -82,7 +85,7 @@ func (a *Actor) Props() *actor.Props {
 // decide is m's outcome: refused by its Admit, or the core's.
 func (a *Actor) decide(m *Command) Outcome {
 	if m.Admit != nil {
-		if err := m.Admit(a.core.leases.Keys); err != nil {
+		if err := m.Admit(a.leaseKeys); err != nil {
 			return Outcome{Err: err}
 		}
 	}
