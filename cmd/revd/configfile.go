@@ -96,12 +96,12 @@ type securityConfig struct {
 }
 
 // fileOnlyIgnored are etcd's file keys with no flag of the same name that
-// revd ignores, with why.
-var fileOnlyIgnored = map[string]string{
-	"peer-transport-security": whyPeers,
-	"discovery-config":        whyDiscovery,
-	"v2-deprecation":          deprecatedV2,
-	"client-transport-security.skip-client-san-verification": "revd never checks a client certificate's SANs against the caller's address (etcd does, on https metrics URLs, unless this is set)",
+// revd ignores, with why and the type of value etcd takes.
+var fileOnlyIgnored = []ignoredFlag{
+	{"peer-transport-security", kindMap, whyPeers, nil},
+	{"discovery-config", kindMap, whyDiscovery, nil},
+	{"client-transport-security.skip-client-san-verification", kindBool,
+		"revd never checks a client certificate's SANs against the caller's address (etcd does, on https metrics URLs, unless this is set)", nil},
 }
 
 // readConfigFile reads path and returns the command line it stands for,
@@ -122,12 +122,9 @@ func readConfigFile(path string) (args, warnings []string, err error) {
 	// Keys match whatever their case, as Go's JSON decoding (etcd's)
 	// matches them.
 	present = lowerKeys(present)
-	ignored := map[string]string{}
-	for _, f := range ignoredEtcdFlags {
-		ignored[f.name] = f.why
-	}
-	for k, why := range fileOnlyIgnored {
-		ignored[k] = why
+	ignored := map[string]ignoredFlag{}
+	for _, f := range slices.Concat(ignoredEtcdFlags, fileOnlyIgnored) {
+		ignored[f.name] = f
 	}
 	var walk func(v reflect.Value, present map[string]any, prefix string) error
 	walk = func(v reflect.Value, present map[string]any, prefix string) error {
@@ -155,8 +152,8 @@ func readConfigFile(path string) (args, warnings []string, err error) {
 					return fmt.Errorf("--config-file %s: client-transport-security.allowed-cn is not supported: revd cannot restrict client certificates by common name (allowed-hostname restricts them by host name)", path)
 				}
 				continue
-			case ignored[prefix+key] != "":
-				warnings = append(warnings, fmt.Sprintf("config file: %s%s is ignored: %s", prefix, key, ignored[prefix+key]))
+			case ignored[prefix+key].why != "":
+				warnings = append(warnings, fmt.Sprintf("config file: %s%s is ignored: %s", prefix, key, ignored[prefix+key].why))
 				continue
 			case name == "":
 				name = key
@@ -172,11 +169,12 @@ func readConfigFile(path string) (args, warnings []string, err error) {
 		for key, raw := range present {
 			switch {
 			case known[key]:
-			case ignored[prefix+key] != "":
-				if err := checkIgnoredType(prefix+key, raw); err != nil {
+			case ignored[prefix+key].why != "":
+				f := ignored[prefix+key]
+				if err := checkIgnoredType(f, raw); err != nil {
 					return fmt.Errorf("--config-file %s: %w", path, err)
 				}
-				warnings = append(warnings, fmt.Sprintf("config file: %s%s is ignored: %s", prefix, key, ignored[prefix+key]))
+				warnings = append(warnings, fmt.Sprintf("config file: %s%s is ignored: %s", prefix, key, f.why))
 			default:
 				warnings = append(warnings, fmt.Sprintf("config file: unknown key %s%s is ignored", prefix, key))
 			}
@@ -237,17 +235,11 @@ func lowerKeys(m map[string]any) map[string]any {
 	return out
 }
 
-// checkIgnoredType refuses a value of a type etcd's field for key would not
+// checkIgnoredType refuses a value of a type etcd's field for f would not
 // take (snapshot-count: many); the value itself is not looked at further.
-func checkIgnoredType(key string, raw any) error {
-	kind := kindString
-	for _, f := range ignoredEtcdFlags {
-		if f.name == key {
-			kind = f.kind
-		}
-	}
+func checkIgnoredType(f ignoredFlag, raw any) error {
 	ok := true
-	switch kind {
+	switch kind := f.kind; kind {
 	case kindBool:
 		_, ok = raw.(bool)
 	case kindUint, kindInt, kindDuration:
@@ -260,9 +252,11 @@ func checkIgnoredType(key string, raw any) error {
 		default:
 			ok = false
 		}
+	case kindMap:
+		_, ok = raw.(map[string]any)
 	}
 	if !ok {
-		return fmt.Errorf("%s: %v is not a value etcd takes for it", key, raw)
+		return fmt.Errorf("%s: %v is not a value etcd takes for it", f.name, raw)
 	}
 	return nil
 }

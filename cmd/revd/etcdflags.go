@@ -33,6 +33,7 @@ const (
 	kindOneOf   // one of valid (etcd's SelectiveStringValue)
 	kindSomeOf  // comma-separated, each one of valid (SelectiveStringsValue)
 	kindDropped // any value or none: a flag etcd dropped long ago and still accepts
+	kindMap     // a section of etcd's configuration file (no flag of its own)
 )
 
 // ignoredFlag is one such flag.

@@ -166,6 +166,9 @@ watch-progress-notify-interval: 0
 log-outputs: [stderr]
 snapshot-count: 10000
 log-level: fatal
+peer-transport-security:
+  cert-file: /p.pem
+  client-cert-auth: true
 `)}, nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -200,6 +203,7 @@ func TestConfigFileRefusals(t *testing.T) {
 		{"snapshot-count: many", "snapshot-count: many is not a value etcd takes"},
 		{"heartbeat-interval: -1", "heartbeat-interval: -1 is not a value etcd takes"},
 		{"pre-vote: maybe", "pre-vote: maybe is not a value etcd takes"},
+		{"peer-transport-security: yes", "peer-transport-security: true is not a value etcd takes"},
 		// An empty string is taken as it is where etcd takes it so.
 		{`auto-compaction-mode: ""`, `--auto-compaction-mode: "" is not one of periodic, revision`},
 	} {
