@@ -49,9 +49,18 @@ func (cr *credentials) peek() string {
 // stale reports whether err says the token sent (or its absence) is no
 // longer accepted, so that logging in again may help.
 func (cr *credentials) stale(err error) bool {
-	return errors.Is(err, rpctypes.ErrInvalidAuthToken) || errors.Is(err, rpctypes.ErrAuthOldRevision) ||
-		errors.Is(err, rpctypes.ErrUserEmpty)
+	for _, e := range staleTokenErrors {
+		if errors.Is(err, rpctypes.Error(e)) {
+			return true
+		}
+	}
+	return false
 }
+
+// staleTokenErrors are the errors that say a token (or its absence) is no
+// longer accepted: a request's (stale), or a watch create's cancel reason
+// (staleTokenReason).
+var staleTokenErrors = []error{rpctypes.ErrGRPCUserEmpty, rpctypes.ErrGRPCAuthOldRevision, rpctypes.ErrGRPCInvalidAuthToken}
 
 // renew logs in again, unless another request already replaced the token
 // that failed.

@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -233,7 +232,7 @@ func (w *watchLoop) refusedForToken(ctx context.Context, s *watchSession, resp *
 // staleTokenReason reports whether a watch's cancel reason is one of the
 // token errors that logging in again mends.
 func staleTokenReason(reason string) bool {
-	for _, err := range []error{rpctypes.ErrGRPCUserEmpty, rpctypes.ErrGRPCAuthOldRevision, rpctypes.ErrGRPCInvalidAuthToken} {
+	for _, err := range staleTokenErrors {
 		if reason == err.Error() {
 			return true
 		}
