@@ -11,6 +11,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/pkg/v3/flags"
 )
 
 // Exit codes, those of etcdctl (go.etcd.io/etcd/pkg/v3/cobrautl).
@@ -203,7 +204,7 @@ func (r *runner) globalsFromEnv(fs *flagSet) error {
 	g.define(names)
 	var err error
 	names.fs.VisitAll(func(f *flag.Flag) {
-		key := envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		key := flags.FlagToEnv(envPrefix, f.Name)
 		v := ""
 		for _, kv := range r.environ {
 			if k, val, _ := strings.Cut(kv, "="); k == key {
