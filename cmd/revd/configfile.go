@@ -55,6 +55,8 @@ type fileConfig struct {
 	LogFormat                   string         `json:"log-format"`
 	LogOutputs                  []string       `json:"log-outputs"`
 	Logger                      string         `json:"logger"`
+	EnableLogRotation           bool           `json:"enable-log-rotation"`
+	LogRotationConfigJSON       string         `json:"log-rotation-config-json" empty:"keep"`
 	EnablePprof                 bool           `json:"enable-pprof"`
 	CORS                        string         `json:"cors"`
 	HostWhitelist               string         `json:"host-whitelist"`
@@ -201,8 +203,8 @@ const defaultAdvertiseClientURL = "http://localhost:2379"
 // nothing, and so do empty strings unless keepEmpty: etcd reads "" as
 // "unset" for its URL lists, cors and host-whitelist (and revd for its
 // own keys, the files' paths, the TLS versions, log-level, data-dir,
-// auth-token), but takes it as it is for name and the auto-compaction
-// settings (where it is refused).
+// auth-token), but takes it as it is for name, the auto-compaction
+// settings and log-rotation-config-json (where it is refused).
 func flagValue(v reflect.Value, keepEmpty bool) (string, bool) {
 	switch x := v.Interface().(type) {
 	case time.Duration:

@@ -47,7 +47,6 @@ type ignoredFlag struct {
 const (
 	whyPeers     = "revd is a single member with no peers"
 	whyRaft      = "revd has no raft log"
-	whyLogging   = "revd does not rotate its log files"
 	whyStorage   = "revd's journal is not bbolt"
 	whyDiscovery = "revd is a single member and discovers no peers"
 	whyDropped   = "etcd itself no longer supports it and ignores it"
@@ -102,8 +101,6 @@ var ignoredEtcdFlags = []ignoredFlag{
 	{"max-snapshots", kindUint, whyRaft, nil},
 	{"max-wals", kindUint, whyRaft, nil},
 	{"force-new-cluster", kindBool, whyRaft, nil},
-	{"enable-log-rotation", kindBool, whyLogging, nil},
-	{"log-rotation-config-json", kindString, whyLogging, nil},
 	{"wal-dir", kindString, "revd's journal is its write-ahead log, in --data-dir", nil},
 	{"backend-batch-interval", kindDuration, whyStorage, nil},
 	{"backend-batch-limit", kindInt, whyStorage, nil},

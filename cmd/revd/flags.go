@@ -155,6 +155,8 @@ func newCommandLine(out io.Writer) *commandLine {
 	fs.StringVar(&c.level, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.log.format, "log-format", logFormatConsole, "etcd's: json or console (slog's JSON or text lines)")
 	fs.StringVar(&c.logOutputs, "log-outputs", logOutputDefault, "etcd's: comma-separated stderr, stdout, default (stderr) or file paths the logs go to")
+	fs.BoolVar(&cfg.log.rotate, "enable-log-rotation", false, "etcd's: rotate the --log-outputs file (there must be one) as --log-rotation-config-json says")
+	fs.StringVar(&cfg.log.rotateJSON, "log-rotation-config-json", defaultLogRotation, "etcd's: the rotation's lumberjack settings, JSON (maxsize in MB, maxage in days, maxbackups, localtime, compress)")
 	fs.StringVar(&c.logger, "logger", "zap", "etcd's: zap, its only logger (revd logs with slog either way)")
 	fs.StringVar(&cfg.natsSubjectRoot, "nats-subject-prefix", "revd", "first token of every NATS subject revd serves")
 	fs.DurationVar(&cfg.watchProgressInterval, "watch-progress-notify-interval", defaultProgressInterval, "how often idle watchers that asked for progress_notify are told the current revision (0 or less: the default, as in etcd)")

@@ -163,7 +163,9 @@ Client-Transport-Security:
   Key-File: /k.pem
 listen-client-urls: http://127.0.0.1:23790
 watch-progress-notify-interval: 0
-log-outputs: [stderr]
+log-outputs: [stderr, `+dir+`/revd.log]
+enable-log-rotation: true
+log-rotation-config-json: '{"maxsize": 7}'
 snapshot-count: 10000
 log-level: fatal
 peer-transport-security:
@@ -174,7 +176,8 @@ peer-transport-security:
 		t.Fatal(err)
 	}
 	if cfg.name != "cased" || cfg.dataDir != dir || cfg.tls.CertFile != "/c.pem" || cfg.watchProgressInterval != defaultProgressInterval ||
-		!slices.Equal(cfg.advertiseURLs, []string{"http://localhost:2379"}) || cfg.logLevel != slog.LevelError {
+		!slices.Equal(cfg.advertiseURLs, []string{"http://localhost:2379"}) || cfg.logLevel != slog.LevelError ||
+		!cfg.log.rotate || cfg.log.rotation.Logger == nil || cfg.log.rotation.MaxSize != 7 {
 		t.Errorf("config %+v", cfg)
 	}
 
@@ -206,6 +209,8 @@ func TestConfigFileRefusals(t *testing.T) {
 		{"peer-transport-security: yes", "peer-transport-security: true is not a value etcd takes"},
 		// An empty string is taken as it is where etcd takes it so.
 		{`auto-compaction-mode: ""`, `--auto-compaction-mode: "" is not one of periodic, revision`},
+		{"enable-log-rotation: true\nlog-outputs: [/tmp/revd.log]\nlog-rotation-config-json: ''", "improperly formatted log rotation config: unexpected end of JSON input"},
+		{"enable-log-rotation: yes please", "enable-log-rotation of type bool"},
 	} {
 		_, err := parseFlags([]string{"--config-file=" + writeFile(t, tc.content)}, nil, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

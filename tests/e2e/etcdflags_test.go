@@ -252,3 +252,82 @@ func TestUnixSocketListener(t *testing.T) {
 		}
 	}
 }
+
+// TestLogRotationAsEtcd: --enable-log-rotation and its JSON are refused
+// where etcd refuses them, with etcd's messages, and accepted where etcd
+// accepts them: both servers then start and log to the file.
+func TestLogRotationAsEtcd(t *testing.T) {
+	etcd, _ := testutil.EtcdBin(t)
+	dir := t.TempDir()
+	logFile := filepath.Join(dir, "server.log")
+	for _, tc := range []struct {
+		args []string
+		want string // "" for a start
+	}{
+		{[]string{"--enable-log-rotation"}, "--log-outputs requires a single file path when --log-rotate-config-json is defined"},
+		{[]string{"--enable-log-rotation", "--log-outputs=" + logFile + "," + logFile + "2"}, "--log-outputs requires a single file path"},
+		{[]string{"--enable-log-rotation", "--log-outputs=" + logFile, "--log-rotation-config-json={maxsize: 1}"}, "improperly formatted log rotation config: invalid character 'm' looking for beginning of object key string"},
+		{[]string{"--enable-log-rotation", "--log-outputs=" + logFile, `--log-rotation-config-json={"maxage": true}`}, "invalid log rotation config: json: cannot unmarshal bool into Go struct field logRotationConfig.Logger.maxage of type int"},
+		{[]string{"--enable-log-rotation", "--log-outputs=" + logFile, `--log-rotation-config-json={"maxsize": 1, "compress": true}`}, ""},
+	} {
+		for _, srv := range []struct{ kind, bin string }{{testutil.KindEtcd, etcd}, {testutil.KindRevd, testutil.RevdBin(t)}} {
+			os.Remove(logFile)
+			ports := testutil.FreePorts(t, 2)
+			client := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+			args := append([]string{"--data-dir=" + filepath.Join(dir, srv.kind), "--listen-client-urls=" + client, "--advertise-client-urls=" + client}, tc.args...)
+			if srv.kind == testutil.KindEtcd {
+				peer := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+				args = append(args, "--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer, "--initial-cluster=default="+peer)
+			} else {
+				args = append(args, "--nats-listen=off")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			cmd := exec.CommandContext(ctx, srv.bin, args...)
+			var out syncbuf.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if tc.want != "" {
+				code := exitCode(t, cmd)
+				cancel()
+				// etcd's messages are JSON log lines, in which quotes are
+				// escaped; revd's are text.
+				if code == 0 || !strings.Contains(strings.ReplaceAll(out.String(), `\"`, `"`), tc.want) {
+					t.Errorf("%s %v: exit %d, output %.600s; want a refusal with %q", srv.kind, tc.args, code, out.String(), tc.want)
+				}
+				continue
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			err := waitHealthy(client + "/health")
+			cmd.Process.Signal(syscall.SIGTERM)
+			cmd.Wait()
+			cancel()
+			if err != nil {
+				t.Fatalf("%s %v: not serving: %v; output %.600s", srv.kind, tc.args, err, out.String())
+			}
+			if b, err := os.ReadFile(logFile); err != nil || len(b) == 0 {
+				t.Errorf("%s %v: the log file: %v, %d bytes; want the server's log lines in it", srv.kind, tc.args, err, len(b))
+			}
+		}
+	}
+}
+
+// waitHealthy polls an HTTP /health URL until it answers 200, for up to 20
+// seconds.
+func waitHealthy(url string) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("status %s", resp.Status)
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
