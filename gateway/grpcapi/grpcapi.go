@@ -25,6 +25,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
+	_ "google.golang.org/grpc/encoding/gzip" // as etcd: --grpc-server grpc-go then takes gzip calls, as grpcwire does
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"

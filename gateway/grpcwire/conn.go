@@ -308,8 +308,14 @@ func (c *conn) onHeaders(h *headerBlock) {
 	s.sendWin = c.peerWin
 	c.streams[id] = s
 	m, err := c.srv.lookup(path)
-	if err == nil && encoding != "" && encoding != "identity" {
-		err = status.Errorf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", encoding)
+	if err == nil {
+		switch encoding {
+		case "", "identity":
+		case encodingGzip:
+			s.gzip = true
+		default:
+			err = status.Errorf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", encoding)
+		}
 	}
 	if err == nil && timeout != "" {
 		s.hasTimeout = true
@@ -454,8 +460,11 @@ func (c *conn) runUnary(s *stream, msg []byte) {
 		return
 	}
 	data, err := encode(resp.(proto.Message))
+	if err == nil {
+		data, err = s.compress(data)
+	}
 	if err != nil {
-		c.finish(s, status.New(codes.Internal, err.Error()))
+		c.finish(s, status.Convert(err))
 		return
 	}
 	c.mu.Lock()
@@ -529,7 +538,9 @@ func (c *conn) writeLoop() {
 			c.mu.Unlock()
 			for i := range replies {
 				if r := &replies[i]; r.err == nil {
-					r.data, r.err = encode(r.resp)
+					if r.data, r.err = encode(r.resp); r.err == nil {
+						r.data, r.err = r.s.compress(r.data)
+					}
 				}
 			}
 			c.mu.Lock()
@@ -607,15 +618,21 @@ func (c *conn) writeHeaderBlockLocked(id uint32, endStream bool) {
 }
 
 // encodeResponseHeadersLocked starts c.hbuf with a gRPC response's headers.
-func (c *conn) encodeResponseHeadersLocked() {
+// encodeResponseHeadersLocked starts a response's header block; gzip adds
+// the grpc-encoding of a compressed answer (a trailers-only response has
+// none, as in grpc-go).
+func (c *conn) encodeResponseHeadersLocked(gzip bool) {
 	c.hbuf.Reset()
 	c.henc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
 	c.henc.WriteField(hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
+	if gzip {
+		c.henc.WriteField(hpack.HeaderField{Name: "grpc-encoding", Value: encodingGzip})
+	}
 }
 
 func (c *conn) writeResponseHeadersLocked(s *stream) {
 	s.headersSent = true
-	c.encodeResponseHeadersLocked()
+	c.encodeResponseHeadersLocked(s.gzip)
 	c.writeHeaderBlockLocked(s.id, false)
 }
 
@@ -723,7 +740,7 @@ func (c *conn) finishLocked(s *stream, st *status.Status) {
 	c.handledLocked(s, st.Code())
 	if !s.headersSent {
 		s.headersSent = true
-		c.encodeResponseHeadersLocked()
+		c.encodeResponseHeadersLocked(false)
 		c.appendStatusLocked(st)
 		c.writeHeaderBlockLocked(s.id, true)
 		c.endLocked(s)
@@ -743,9 +760,8 @@ func (c *conn) writeTrailersLocked(s *stream, st *status.Status) {
 func (c *conn) appendStatusLocked(st *status.Status) {
 	code, msg, details := trailerFields(st)
 	c.henc.WriteField(hpack.HeaderField{Name: "grpc-status", Value: code})
-	if msg != "" {
-		c.henc.WriteField(hpack.HeaderField{Name: "grpc-message", Value: msg})
-	}
+	// Empty too, as grpc-go writes it.
+	c.henc.WriteField(hpack.HeaderField{Name: "grpc-message", Value: msg})
 	if details != "" {
 		c.henc.WriteField(hpack.HeaderField{Name: "grpc-status-details-bin", Value: details})
 	}

@@ -51,8 +51,10 @@
 // # Protocol coverage
 //
 // Requests must use content-type application/grpc (with or without a
-// subtype) and no message compression: a compressed message is refused with
-// Unimplemented, as grpc-go refuses an encoding it has no decompressor for.
+// subtype). Messages may be compressed with gzip, the one compressor etcd's
+// server links: a call whose grpc-encoding is gzip is answered compressed
+// too, as grpc-go answers it (compress.go); any other encoding is refused
+// with Unimplemented, as grpc-go refuses one it has no decompressor for.
 // grpc-timeout becomes the call context's deadline; RST_STREAM from the
 // client cancels it. Messages above Options.MaxRecvMsgSize are refused with
 // ResourceExhausted and grpc-go's message. Unknown services and methods get

@@ -69,18 +69,25 @@ func TestHeaderBlocksAnsweredAsGrpcGo(t *testing.T) {
 	}
 	for _, tc := range headerCases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := map[string]string{}
-			for name, startServer := range servers {
-				addr, stop := startServer()
-				got[name] = rawCall(t, addr, tc.fields, tc.raw, tc.split)
-				stop()
-			}
-			if got["grpcwire"] != got["grpc-go"] {
-				t.Fatalf("grpcwire: %s\ngrpc-go:  %s", got["grpcwire"], got["grpc-go"])
-			}
-			t.Log(got["grpcwire"])
+			answeredAlike(t, servers, func(addr string) string { return rawCall(t, addr, tc.fields, tc.raw, tc.split) })
 		})
 	}
+}
+
+// answeredAlike makes call against a fresh server of each kind ("grpcwire"
+// and "grpc-go") and fails unless both describe the same answer.
+func answeredAlike(t *testing.T, servers map[string]func() (string, func()), call func(addr string) string) {
+	t.Helper()
+	got := map[string]string{}
+	for name, startServer := range servers {
+		addr, stop := startServer()
+		got[name] = call(addr)
+		stop()
+	}
+	if got["grpcwire"] != got["grpc-go"] {
+		t.Fatalf("grpcwire: %s\ngrpc-go:  %s", got["grpcwire"], got["grpc-go"])
+	}
+	t.Log(got["grpcwire"])
 }
 
 func serveOn(t *testing.T, serve func(net.Listener) error, stop func()) (string, func()) {
@@ -95,17 +102,7 @@ func serveOn(t *testing.T, serve func(net.Listener) error, stop func()) (string,
 // rawCall sends the header block and a Put message on stream 1, then a valid
 // Put on stream 3, and describes what came back for each.
 func rawCall(t *testing.T, addr string, fields []field, raw []byte, split int) string {
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(5 * time.Second))
-	bw := bufio.NewWriter(nc)
-	bw.WriteString(http2.ClientPreface)
-	fr := http2.NewFramer(bw, nc)
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	fr.WriteSettings()
+	fr, bw := rawConn(t, addr)
 
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
@@ -131,6 +128,24 @@ func rawCall(t *testing.T, addr string, fields []field, raw []byte, split int) s
 	writeMessage(fr, 3, []byte("k3"), 7)
 	bw.Flush()
 	return fmt.Sprintf("stream 1: %s; stream 3: %s", first, readOutcome(t, fr, 3))
+}
+
+// rawConn opens an HTTP/2 connection to addr (preface and SETTINGS sent,
+// not yet flushed), closed at the test's end; reads and writes time out
+// after 5 seconds.
+func rawConn(t *testing.T, addr string) (*http2.Framer, *bufio.Writer) {
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(5 * time.Second))
+	bw := bufio.NewWriter(nc)
+	bw.WriteString(http2.ClientPreface)
+	fr := http2.NewFramer(bw, nc)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	fr.WriteSettings()
+	return fr, bw
 }
 
 func writeBlock(fr *http2.Framer, id uint32, b []byte, split int) {

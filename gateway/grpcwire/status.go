@@ -85,7 +85,6 @@ func trailerFields(st *status.Status) (code, msg, details string) {
 
 var (
 	errNoMessage    = status.Error(codes.Internal, "grpcwire: the request has no message")
-	errCompressed   = status.Error(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding of a compressed message")
 	errStreamClosed = status.Error(codes.Canceled, "grpcwire: the stream is closed")
 )
 

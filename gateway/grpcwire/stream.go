@@ -29,6 +29,8 @@ type stream struct {
 	rbuf       []byte        // received bytes not yet cut into messages
 	ended      bool          // the client's END_STREAM arrived, or the call failed early
 
+	gzip bool // the request's grpc-encoding is gzip (see compress.go); set before the call starts
+
 	clientDone  bool // the client's END_STREAM arrived
 	sendWin     int64
 	pend        []byte // data waiting for flow-control window
@@ -71,13 +73,12 @@ func (s *stream) newContext() {
 	}
 }
 
-// next cuts the next complete message from rbuf.
+// next cuts the next complete message from rbuf, decompressed. As in
+// grpc-go, the length is checked first, the compressed flag once the whole
+// message is in.
 func (s *stream) next(limit int) (msg []byte, ok bool, err error) {
 	if len(s.rbuf) < 5 {
 		return nil, false, nil
-	}
-	if s.rbuf[0] != 0 {
-		return nil, false, errCompressed
 	}
 	size := int(binary.BigEndian.Uint32(s.rbuf[1:5]))
 	if size > limit {
@@ -86,8 +87,20 @@ func (s *stream) next(limit int) (msg []byte, ok bool, err error) {
 	if len(s.rbuf) < 5+size {
 		return nil, false, nil
 	}
+	flag := s.rbuf[0]
 	msg = s.rbuf[5 : 5+size : 5+size]
 	s.rbuf = s.rbuf[5+size:]
+	switch {
+	case flag == 0:
+		return msg, true, nil
+	case flag > 1:
+		return nil, false, status.Errorf(codes.Internal, "grpc: received unexpected payload format %d", flag)
+	case !s.gzip:
+		return nil, false, errCompressedIdentity
+	}
+	if msg, err = gunzip(msg, limit); err != nil {
+		return nil, false, err
+	}
 	return msg, true, nil
 }
 
@@ -235,6 +248,10 @@ func (ss *serverStream) SendFramed(data []byte, n int) error {
 func (ss *serverStream) send(data []byte) error {
 	s := ss.s
 	c := s.c
+	data, err := s.compress(data)
+	if err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s.done || c.closed || s.trailer != nil {
