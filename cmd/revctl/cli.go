@@ -127,6 +127,8 @@ func commands() []command {
 		{"watch", "watch [options] <key> [range_end]", "Watches events stream on keys or prefixes", watchCommand},
 		{"endpoint", "endpoint status", "Endpoint related commands", endpointCommand},
 		{"lease", "lease <subcommand> [options] [arguments]", "Lease related commands", leaseCommand},
+		{"member", "member list [--consistency l|s]", "Lists the cluster's members (revd is a single member)", memberCommand},
+		{"alarm", "alarm list|disarm", "Lists or disarms alarms", alarmCommand},
 		{"auth", "auth status", "Authentication status (manage users, roles and auth enable/disable with etcdctl)", authCommand},
 		{"journal", "journal <subcommand> [options] [arguments]", "Exports, imports, verifies and rebuilds a data directory's journal", journalCommand},
 	}

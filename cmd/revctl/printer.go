@@ -36,7 +36,7 @@ func newPrinter(format string, w, errw io.Writer, isHex bool) printer {
 	case "simple":
 		return &simplePrinter{w: w, isHex: isHex}
 	case "json":
-		return &jsonPrinter{w: w, errw: errw}
+		return &jsonPrinter{w: w, errw: errw, isHex: isHex}
 	case "fields":
 		return &fieldsPrinter{w: w, isHex: isHex}
 	case "protobuf":
@@ -138,7 +138,10 @@ func (s *simplePrinter) EndpointStatus(st []epStatus) error {
 // jsonPrinter writes each response as one line of JSON, with the field
 // names of the etcd messages and byte strings in base64, as etcdctl -w
 // json does.
-type jsonPrinter struct{ w, errw io.Writer }
+type jsonPrinter struct {
+	w, errw io.Writer
+	isHex   bool // member list only, as in etcdctl
+}
 
 func (p *jsonPrinter) print(v any) error {
 	b, err := json.Marshal(v)
