@@ -11,11 +11,13 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 )
 
-// clusterClient is what member list and the alarm commands need;
-// *natsclient.Client has it.
+// clusterClient is what member list, the alarm commands, endpoint health
+// and hashkv and defrag need; *natsclient.Client has it.
 type clusterClient interface {
 	MemberList(context.Context, *pb.MemberListRequest) (*pb.MemberListResponse, error)
 	Alarm(context.Context, *pb.AlarmRequest) (*pb.AlarmResponse, error)
+	HashKV(context.Context, *pb.HashKVRequest) (*pb.HashKVResponse, error)
+	Defragment(context.Context, *pb.DefragmentRequest) (*pb.DefragmentResponse, error)
 }
 
 // clusterPrinter prints member lists and alarms as etcdctl 3.7.3's
@@ -55,7 +57,7 @@ func memberCommand(r *runner, fs *flagSet) func([]string) error {
 			r.usage([]string{"member"})
 			return nil
 		}
-		if args[0] != "list" && (args[0] == "" || !strings.HasPrefix("list", args[0])) {
+		if subcommand(args[0], "list") == "" {
 			return fmt.Errorf("unknown command %q for \"revctl member\"", args[0])
 		}
 		cc, p, err := r.clusterClient()
@@ -81,12 +83,7 @@ func alarmCommand(r *runner, fs *flagSet) func([]string) error {
 			r.usage([]string{"alarm"})
 			return nil
 		}
-		var sub string
-		for _, s := range []string{"disarm", "list"} {
-			if args[0] != "" && strings.HasPrefix(s, args[0]) {
-				sub = s
-			}
-		}
+		sub := subcommand(args[0], "disarm", "list")
 		if sub == "" {
 			return fmt.Errorf("unknown command %q for \"revctl alarm\"", args[0])
 		}
@@ -249,3 +246,22 @@ func (t *tablePrinter) MemberList(r *pb.MemberListResponse) error {
 }
 
 func (t *tablePrinter) Alarm(*pb.AlarmResponse) error { return errUnsupportedFormat("table") }
+
+// subcommand is the one of names that arg names exactly or as an
+// unambiguous prefix (cobra's prefix matching, which etcdctl enables); ""
+// if none.
+func subcommand(arg string, names ...string) string {
+	var match string
+	for _, n := range names {
+		switch {
+		case n == arg:
+			return n
+		case arg != "" && strings.HasPrefix(n, arg):
+			if match != "" {
+				return ""
+			}
+			match = n
+		}
+	}
+	return match
+}

@@ -199,7 +199,12 @@ func TestEndpointStatus(t *testing.T) {
 		{args: args("endpoint", "status", "-w", "json", "--nats-url", "nats://n1:4222"), stdoutHas: true,
 			stdout: `[{"Endpoint":"nats://n1:4222","Status":{"header":{"cluster_id":14841639068965178418,`},
 		{args: args("endpoint", "status", "-w", "table"), stdoutHas: true, stdout: "│       ENDPOINT        │"},
-		{args: args("endpoint", "health"), stderr: "Error: unknown command \"health\" for \"revctl endpoint\"\n", code: exitError},
+		// The fake serves no alarm list: unhealthy, as etcdctl says it.
+		{args: args("endpoint", "health"), code: exitError,
+			stderr: "nats://127.0.0.1:4222 is unhealthy: failed to commit proposal: Unable to fetch the alarm list\nError: unhealthy cluster\n"},
+		{args: args("endpoint", "h"), stderr: "Error: unknown command \"h\" for \"revctl endpoint\"\n", code: exitError}, // health or hashkv
+		{args: args("endpoint", "stat"), nostdio: true},
+		{args: args("endpoint", "status", "--rev=3"), stderr: "Error: unknown flag: --rev\n", code: exitError},
 		{args: args("endpoint"), nostdio: true},
 	})
 }

@@ -371,15 +371,26 @@ func compactionCommand(r *runner, fs *flagSet) func([]string) error {
 }
 
 func endpointCommand(r *runner, fs *flagSet) func([]string) error {
+	var rev int64
+	fs.fs.Int64Var(&rev, "rev", 0, "hashkv: maximum revision to hash (default: latest revision)")
 	return func(args []string) error {
 		if len(args) == 0 {
 			r.usage([]string{"endpoint"})
 			return nil
 		}
-		if args[0] != "status" && (len(args[0]) == 0 || !strings.HasPrefix("status", args[0])) {
-			return fmt.Errorf("unknown command %q for \"revctl endpoint\"", args[0])
+		sub := subcommand(args[0], "health", "status", "hashkv")
+		if sub != "hashkv" && fs.changed("rev") {
+			return errors.New("unknown flag: --rev")
 		}
-		return r.endpointStatus()
+		switch sub {
+		case "status":
+			return r.endpointStatus()
+		case "health":
+			return r.endpointHealth()
+		case "hashkv":
+			return r.endpointHashKV(rev)
+		}
+		return fmt.Errorf("unknown command %q for \"revctl endpoint\"", args[0])
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -77,17 +76,12 @@ func leaseCommand(r *runner, fs *flagSet) func([]string) error {
 }
 
 func findLeaseSubcommand(name string) (string, error) {
-	var matches []string
-	for _, s := range leaseSubcommands {
-		if s.name == name {
-			return name, nil
-		}
-		if strings.HasPrefix(s.name, name) {
-			matches = append(matches, s.name)
-		}
+	names := make([]string, len(leaseSubcommands))
+	for i, s := range leaseSubcommands {
+		names[i] = s.name
 	}
-	if len(matches) == 1 {
-		return matches[0], nil
+	if sub := subcommand(name, names...); sub != "" {
+		return sub, nil
 	}
 	return "", fmt.Errorf("unknown command %q for \"revctl lease\"", name)
 }

@@ -1,7 +1,7 @@
 // Command revctl is a command line client for revd over NATS, in the
 // manner of etcdctl: the same commands, flags, output formats and exit
-// codes for get, put, del, txn, compaction, watch, lease, endpoint status,
-// member list and alarm list/disarm, with
+// codes for get, put, del, txn, compaction, watch, lease, endpoint
+// status/health/hashkv, member list, alarm list/disarm and defrag, with
 // --nats-url in place of --endpoints. With etcd's authentication on,
 // --user NAME:PASSWORD (or --user NAME --password PASSWORD) authenticates
 // first and sends the token with every request, as etcdctl does; revctl

@@ -34,7 +34,7 @@ type epStatus struct {
 func newPrinter(format string, w, errw io.Writer, isHex bool) printer {
 	switch format {
 	case "simple":
-		return &simplePrinter{w: w, isHex: isHex}
+		return &simplePrinter{w: w, errw: errw, isHex: isHex}
 	case "json":
 		return &jsonPrinter{w: w, errw: errw, isHex: isHex}
 	case "fields":
@@ -54,7 +54,7 @@ func errUnsupportedFormat(format string) error {
 // simplePrinter is etcdctl's default output: keys and values on lines of
 // their own, "OK" for a put, the deleted count for a delete.
 type simplePrinter struct {
-	w         io.Writer
+	w, errw   io.Writer // errw: endpoint health's unhealthy lines
 	isHex     bool
 	valueOnly bool // get --print-value-only
 }

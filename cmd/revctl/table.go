@@ -89,11 +89,16 @@ func (p *tablePrinter) table(hdr []string, rows [][]string) {
 		titles[i] = strings.ToUpper(strings.TrimSpace(strings.ReplaceAll(h, "_", " ")))
 		widths[i] = utf8.RuneCountInString(titles[i])
 	}
-	for _, row := range rows {
+	trimmed := make([][]string, len(rows))
+	for r, row := range rows {
+		trimmed[r] = make([]string, len(row))
 		for i, c := range row {
+			c = strings.TrimSpace(c) // as etcdctl's tablewriter draws cells
+			trimmed[r][i] = c
 			widths[i] = max(widths[i], utf8.RuneCountInString(c))
 		}
 	}
+	rows = trimmed
 	rule := func(left, mid, right string) {
 		parts := make([]string, len(widths))
 		for i, w := range widths {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os/exec"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,11 +14,14 @@ import (
 	"revd/tests/testutil"
 )
 
-// TestRevctlMemberAndAlarmAsEtcdctl: revctl's member list, alarm list and
-// alarm disarm (over NATS) print what etcdctl prints for the same revd
-// (over gRPC), in every output format, with and without --hex, and exit
-// alike where a format is unsupported.
-func TestRevctlMemberAndAlarmAsEtcdctl(t *testing.T) {
+// TestRevctlClusterCommandsAsEtcdctl: revctl's member list, alarm list and
+// disarm, endpoint health and hashkv and defrag (over NATS) print what
+// etcdctl prints for the same revd (over gRPC), in every output format,
+// with and without --hex, and exit alike where a format is unsupported or
+// the endpoint unhealthy. The two endpoints' URLs have the same length
+// (http:// and nats://, five-digit ports), so tables line up alike; they
+// and the timings are normalized away.
+func TestRevctlClusterCommandsAsEtcdctl(t *testing.T) {
 	_, ctl := testutil.EtcdBin(t)
 	p := testutil.StartRevd(t, testutil.Options{})
 	c := p.Dial(t)
@@ -26,6 +30,10 @@ func TestRevctlMemberAndAlarmAsEtcdctl(t *testing.T) {
 	st, err := c.Maintenance.Status(ctx, &pb.StatusRequest{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	etcdEP := "http://" + strings.TrimPrefix(p.Endpoint, "http://")
+	if len(etcdEP) != len(p.NATSURL) {
+		t.Fatalf("endpoints %s and %s differ in length; the tables would not line up", etcdEP, p.NATSURL)
 	}
 	activate := func() {
 		t.Helper()
@@ -41,32 +49,45 @@ func TestRevctlMemberAndAlarmAsEtcdctl(t *testing.T) {
 		code := exitCode(t, cmd)
 		return ctlResult{Stdout: stdout.String(), Stderr: stderr.String(), Exit: code}
 	}
-	// protobuf's text form spaces its fields at random per binary.
-	spaces := regexp.MustCompile(` +`)
+	// protobuf's text form spaces its fields at random per binary; a
+	// timing's width changes a table's.
+	spaces := regexp.MustCompile(` +|─+`)
+	took := regexp.MustCompile(`(took = |took |"took":"|"Took" : |│ (true|false) │ )[0-9.]+[a-zµ]+`)
+	norm := func(s string) string {
+		s = strings.NewReplacer(etcdEP, "EP", p.NATSURL, "EP").Replace(s)
+		return took.ReplaceAllString(spaces.ReplaceAllString(s, " "), "${1}T")
+	}
 	same := func(args []string, want, got ctlResult) {
 		t.Helper()
-		if spaces.ReplaceAllString(got.Stdout, " ") != spaces.ReplaceAllString(want.Stdout, " ") || got.Exit != want.Exit ||
-			(want.Exit != 0 && got.Stderr != want.Stderr) {
+		if norm(got.Stdout) != norm(want.Stdout) || got.Exit != want.Exit || norm(got.Stderr) != norm(want.Stderr) && want.Exit != 0 {
 			t.Errorf("%q: revctl exit %d, stdout %q, stderr %q\netcdctl exit %d, stdout %q, stderr %q",
 				args, got.Exit, got.Stdout, got.Stderr, want.Exit, want.Stdout, want.Stderr)
 		}
 	}
+	commands := [][]string{{"member", "list"}, {"member", "list", "--consistency=s"}, {"alarm", "list"},
+		{"endpoint", "health"}, {"endpoint", "hashkv"}, {"endpoint", "hashkv", "--rev=1"}}
+	// Healthy, then with an alarm armed.
+	for _, cmd := range commands[3:5] {
+		args := append([]string{"-w", "simple"}, cmd...)
+		same(args, etcdctl(t, ctl, etcdEP, "", args...), revctl(args...))
+	}
+	same([]string{"defrag"}, etcdctl(t, ctl, etcdEP, "", "defrag"), revctl("defrag"))
 	activate()
 	for _, format := range []string{"simple", "json", "fields", "protobuf", "table"} {
 		for _, hex := range []bool{false, true} {
-			for _, cmd := range [][]string{{"member", "list"}, {"member", "list", "--consistency=s"}, {"alarm", "list"}} {
+			for _, cmd := range commands {
 				args := append([]string{"-w", format}, cmd...)
 				if hex {
 					args = append(args, "--hex")
 				}
-				same(args, etcdctl(t, ctl, p.Endpoint, "", args...), revctl(args...))
+				same(args, etcdctl(t, ctl, etcdEP, "", args...), revctl(args...))
 			}
 		}
 	}
 	// Disarming: the alarms disarmed, with no header, whoever disarms.
 	for _, format := range []string{"simple", "json", "fields"} {
 		args := []string{"-w", format, "alarm", "disarm"}
-		want := etcdctl(t, ctl, p.Endpoint, "", args...)
+		want := etcdctl(t, ctl, etcdEP, "", args...)
 		activate()
 		got := revctl(args...)
 		same(args, want, got)
@@ -75,7 +96,7 @@ func TestRevctlMemberAndAlarmAsEtcdctl(t *testing.T) {
 			t.Errorf("%q: etcdctl printed nothing; the alarm was not armed", args)
 		}
 	}
-	same([]string{"alarm", "list", "extra"}, etcdctl(t, ctl, p.Endpoint, "", "alarm", "list", "extra"), revctl("alarm", "list", "extra"))
+	same([]string{"alarm", "list", "extra"}, etcdctl(t, ctl, etcdEP, "", "alarm", "list", "extra"), revctl("alarm", "list", "extra"))
 	if r := revctl("alarm", "list"); r.Stdout == "" || r.Exit != 0 {
 		t.Errorf("revctl alarm list with the alarm armed: %+v", r)
 	}
