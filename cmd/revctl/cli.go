@@ -12,6 +12,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/pkg/v3/flags"
+
+	"revd/gateway/natsclient"
 )
 
 // Exit codes, those of etcdctl (go.etcd.io/etcd/pkg/v3/cobrautl).
@@ -59,6 +61,7 @@ type globalFlags struct {
 	user          string // --user: "name[:password]"
 	password      string
 	authToken     string // --auth-jwt-token
+	security      natsclient.Security
 }
 
 const (
@@ -79,6 +82,11 @@ func (g *globalFlags) define(fs *flagSet) {
 	fs.fs.StringVar(&g.user, "user", "", "username[:password] for authentication (revctl does not prompt: without a password here or in --password it fails)")
 	fs.fs.StringVar(&g.password, "password", "", "password for authentication (if this option is used, --user option shouldn't include password)")
 	fs.fs.StringVar(&g.authToken, "auth-jwt-token", "", "JWT token used for authentication (if this option is used, --user and --password should not be set)")
+	fs.fs.StringVar(&g.security.Creds, "nats-creds", "", "NATS .creds file (user JWT and nkey seed) to connect with")
+	fs.fs.StringVar(&g.security.Nkey, "nats-nkey", "", "file holding the nkey seed to connect to NATS with")
+	fs.fs.StringVar(&g.security.CA, "nats-tls-ca", "", "CA certificates (PEM) that verify the NATS server's (default: the system's)")
+	fs.fs.StringVar(&g.security.Cert, "nats-tls-cert", "", "client certificate (PEM) for NATS, with --nats-tls-key")
+	fs.fs.StringVar(&g.security.Key, "nats-tls-key", "", "key of --nats-tls-cert (PEM)")
 }
 
 // runner runs one revctl command line. Its fields are the process's
@@ -231,6 +239,7 @@ var globalValueFlags = map[string]bool{
 	"nats-url": true, "subject-prefix": true, "timeout": true, "command-timeout": true,
 	"dial-timeout": true, "write-out": true, "w": true,
 	"user": true, "password": true, "auth-jwt-token": true,
+	"nats-creds": true, "nats-nkey": true, "nats-tls-ca": true, "nats-tls-cert": true, "nats-tls-key": true,
 }
 
 // splitCommand finds the command name: the first argument that is neither

@@ -37,15 +37,19 @@ func main() {
 
 // connectNATS connects to the NATS server(s) of --nats-url.
 func connectNATS(g globalFlags) (kvClient, func(), error) {
-	nc, err := nats.Connect(g.natsURL,
+	opts, err := g.security.Options()
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := nats.Connect(g.natsURL, append(opts,
 		nats.Name("revctl"),
 		nats.Timeout(g.dialTimeout),
 		// Reconnect, so that a long watch survives a NATS or revd restart;
 		// one-shot requests are bounded by --timeout anyway.
 		nats.MaxReconnects(-1),
-	)
+	)...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot connect to NATS at %s: %w", g.natsURL, err)
+		return nil, nil, fmt.Errorf("cannot connect to NATS at %s: %w", natsclient.RedactURLs(g.natsURL), err)
 	}
 	c := natsclient.New(nc, natsclient.Options{SubjectPrefix: g.subjectPrefix, Timeout: g.timeout})
 	return c, nc.Close, nil

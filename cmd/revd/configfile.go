@@ -72,6 +72,11 @@ type fileConfig struct {
 	NATSURL           string `json:"nats-url"`
 	NATSUser          string `json:"nats-user"`
 	NATSPassword      string `json:"nats-password"`
+	NATSCreds         string `json:"nats-creds"`
+	NATSNkey          string `json:"nats-nkey"`
+	NATSTLSCA         string `json:"nats-tls-ca"`
+	NATSTLSCert       string `json:"nats-tls-cert"`
+	NATSTLSKey        string `json:"nats-tls-key"`
 	NATSSubjectPrefix string `json:"nats-subject-prefix"`
 	Pprof             string `json:"pprof"`
 	GRPCServer        string `json:"grpc-server"`

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"revd/gateway/clienttls"
+	"revd/gateway/natsclient"
 	"revd/internal/autocompact"
 	"revd/journal"
 	"revd/projections/etcdkv"
@@ -41,6 +42,7 @@ type config struct {
 	natsURL         string
 	natsUser        string // --nats-user and --nats-password: the embedded server's credentials
 	natsPassword    string
+	natsSecurity    natsclient.Security // --nats-creds, --nats-nkey, --nats-tls-*: revd's connection to --nats-url
 	name            string
 	maxRequestBytes int
 	quotaBytes      int64
@@ -149,6 +151,11 @@ func newCommandLine(out io.Writer) *commandLine {
 	fs.StringVar(&cfg.natsURL, "nats-url", "", "connect to this NATS server instead of embedding one")
 	fs.StringVar(&cfg.natsUser, "nats-user", "", "user name every client of the embedded NATS server must present, with --nats-password (nats://user:password@host:port)")
 	fs.StringVar(&cfg.natsPassword, "nats-password", "", "password of --nats-user (ETCD_NATS_PASSWORD keeps it off the command line)")
+	fs.StringVar(&cfg.natsSecurity.Creds, "nats-creds", "", "with --nats-url: a NATS .creds file (user JWT and nkey seed) revd connects with")
+	fs.StringVar(&cfg.natsSecurity.Nkey, "nats-nkey", "", "with --nats-url: a file holding the nkey seed revd connects with")
+	fs.StringVar(&cfg.natsSecurity.CA, "nats-tls-ca", "", "with --nats-url: CA certificates (PEM) that verify the NATS server's (default: the system's)")
+	fs.StringVar(&cfg.natsSecurity.Cert, "nats-tls-cert", "", "with --nats-url: revd's client certificate (PEM), with --nats-tls-key")
+	fs.StringVar(&cfg.natsSecurity.Key, "nats-tls-key", "", "with --nats-url: the key of --nats-tls-cert (PEM)")
 	fs.StringVar(&cfg.name, "name", "default", "member name")
 	fs.IntVar(&cfg.maxRequestBytes, "max-request-bytes", server.DefaultMaxRequestBytes, "largest write request accepted, in bytes")
 	fs.Int64Var(&cfg.quotaBytes, "quota-backend-bytes", 0, "space quota of the journal: past it, writes that add data are refused and the NOSPACE alarm is raised (0: 2 GiB, etcd's default; negative: no quota)")
@@ -273,6 +280,14 @@ func (c *commandLine) finish() (*config, error) {
 	}
 	if cfg.natsURL != "" && (cfg.natsUser != "" || cfg.natsPassword != "") {
 		return nil, errors.New("--nats-user and --nats-password are the embedded NATS server's; with --nats-url, put the credentials in the URL (nats://user:password@host:port)")
+	}
+	if cfg.natsURL == "" && !cfg.natsSecurity.IsZero() {
+		return nil, errors.New("--nats-creds, --nats-nkey and --nats-tls-* are for revd's connection to --nats-url; the embedded NATS server is reached in process")
+	}
+	if !cfg.natsSecurity.IsZero() {
+		if _, err := cfg.natsSecurity.Options(); err != nil {
+			return nil, err
+		}
 	}
 	if (cfg.natsUser == "") != (cfg.natsPassword == "") {
 		return nil, errors.New("--nats-user and --nats-password go together")

@@ -25,6 +25,7 @@ import (
 	"revd/gateway/httpapi"
 	"revd/gateway/metrics"
 	"revd/gateway/natsapi"
+	"revd/gateway/natsclient"
 	"revd/internal/autocompact"
 	"revd/server"
 )
@@ -263,9 +264,13 @@ func stopGRPC(gs grpcServer) {
 // (returned, nil otherwise) and connects to it in-process.
 func connectNATS(cfg *config, log *slog.Logger) (*nats.Conn, *natsserver.Server, func(), error) {
 	if cfg.natsURL != "" {
-		nc, err := nats.Connect(cfg.natsURL, nats.Name("revd "+cfg.name), nats.MaxReconnects(-1))
+		opts, err := cfg.natsSecurity.Options()
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("connecting to NATS at %s: %w", cfg.natsURL, err)
+			return nil, nil, nil, err
+		}
+		nc, err := nats.Connect(cfg.natsURL, append(opts, nats.Name("revd "+cfg.name), nats.MaxReconnects(-1))...)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("connecting to NATS at %s: %w", natsclient.RedactURLs(cfg.natsURL), err)
 		}
 		return nc, nil, func() { nc.Drain() }, nil
 	}
@@ -297,7 +302,7 @@ func shutdownNATS(ns *natsserver.Server) {
 func natsDescription(cfg *config) string {
 	switch {
 	case cfg.natsURL != "":
-		return cfg.natsURL
+		return natsclient.RedactURLs(cfg.natsURL)
 	case cfg.natsListen == natsapi.ListenOff:
 		return "embedded, in-process only"
 	}

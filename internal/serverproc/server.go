@@ -57,6 +57,9 @@ type Config struct {
 	Pprof bool
 	// ExtraArgs are appended to the command line.
 	ExtraArgs []string
+	// NATSURL, for revd, is a NATS server it connects to (--nats-url)
+	// instead of embedding one; Server.NATSURL is then this URL.
+	NATSURL string
 	// StartTimeout bounds the wait for the first answer, and Stop's wait
 	// for the exit after SIGTERM. Default DefaultStartTimeout.
 	StartTimeout time.Duration
@@ -240,11 +243,15 @@ func newServer(cfg Config, ports []int) *Server {
 	case KindRevd:
 		nats := "127.0.0.1:" + strconv.Itoa(ports[1])
 		s.NATSURL = "nats://" + nats
+		natsFlag := "--nats-listen=" + nats
+		if cfg.NATSURL != "" {
+			s.NATSURL, natsFlag = cfg.NATSURL, "--nats-url="+cfg.NATSURL
+		}
 		s.Args = []string{
 			"--data-dir=" + cfg.DataDir,
 			"--name=default",
 			"--listen-client-urls=" + s.ClientURL,
-			"--nats-listen=" + nats,
+			natsFlag,
 		}
 		if cfg.Pprof {
 			s.PprofAddr = "127.0.0.1:" + strconv.Itoa(ports[2])

@@ -20,6 +20,9 @@ type Options struct {
 	DataDir string
 	// MaxRequestBytes sets --max-request-bytes when non-zero.
 	MaxRequestBytes int
+	// NATSURL makes revd connect to this NATS server (--nats-url) instead
+	// of embedding one.
+	NATSURL string
 	// ExtraArgs are appended to the command line.
 	ExtraArgs []string
 	// Env is appended to the environment of the process.
@@ -87,7 +90,7 @@ func start(t testing.TB, kind, bin, logLevel string, opts Options) *Proc {
 	}
 	s, err := serverproc.Start(context.Background(), serverproc.Config{
 		Kind: kind, Bin: bin, DataDir: dataDir, Env: opts.Env, LogLevel: logLevel,
-		MaxRequestBytes: opts.MaxRequestBytes, ExtraArgs: opts.ExtraArgs, TLS: opts.TLS,
+		MaxRequestBytes: opts.MaxRequestBytes, ExtraArgs: opts.ExtraArgs, TLS: opts.TLS, NATSURL: opts.NATSURL,
 		ConfigFile: configFile, ConfigFileExtra: opts.ConfigFileExtra,
 	})
 	if err != nil {
