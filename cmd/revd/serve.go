@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -274,16 +276,17 @@ func connectNATS(cfg *config, log *slog.Logger) (*nats.Conn, *natsserver.Server,
 		}
 		return nc, nil, func() { nc.Drain() }, nil
 	}
+	// revd's own connection has a user of its own, drawn now; clients may
+	// not publish on the commit feed nor serve revd's subjects.
+	secret := make([]byte, 24)
+	rand.Read(secret)
+	internal := base64.RawURLEncoding.EncodeToString(secret)
 	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: cfg.natsListen, Logger: log.With("component", "nats"),
-		Username: cfg.natsUser, Password: cfg.natsPassword})
+		Username: cfg.natsUser, Password: cfg.natsPassword, InternalPassword: internal, SubjectPrefix: cfg.natsSubjectRoot})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("starting the embedded NATS server on %s: %w", cfg.natsListen, err)
 	}
-	opts := []nats.Option{nats.InProcessServer(ns), nats.Name("revd " + cfg.name)}
-	if cfg.natsUser != "" {
-		opts = append(opts, nats.UserInfo(cfg.natsUser, cfg.natsPassword))
-	}
-	nc, err := nats.Connect("", opts...)
+	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name("revd "+cfg.name), nats.UserInfo(natsapi.InternalUser, internal))
 	if err != nil {
 		ns.Shutdown()
 		return nil, nil, nil, fmt.Errorf("connecting to the embedded NATS server: %w", err)

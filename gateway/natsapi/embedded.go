@@ -52,6 +52,52 @@ type EmbeddedOptions struct {
 	// authorization, which the server refuses others with ("Authorization
 	// Violation"). Default none: any client may connect.
 	Username, Password string
+
+	// InternalPassword, if set, keeps revd's own subjects for revd: the
+	// server then has a user InternalUser with this password and every
+	// permission, for revd's own connection, while clients (anonymous, or
+	// Username's) may not publish on the commit feed ("<SubjectPrefix>.feed")
+	// nor subscribe to revd's service subjects ("<SubjectPrefix>.*.*",
+	// where requests and passwords travel, and "$SRV.>"), which the server
+	// refuses them with a permissions violation. Without it every client
+	// may do anything.
+	InternalPassword string
+	// SubjectPrefix is revd's subject prefix, for InternalPassword's
+	// permissions. Default DefaultSubjectPrefix.
+	SubjectPrefix string
+}
+
+// InternalUser is the user of revd's own connection to the embedded
+// server when EmbeddedOptions.InternalPassword is set.
+const InternalUser = "_revd_internal"
+
+// anonymousUser is the user clients that present no credentials are
+// mapped to when EmbeddedOptions.InternalPassword is set and Username is
+// not (nats-server's no_auth_user).
+const anonymousUser = "_revd_client"
+
+// ErrInternalUserName refuses EmbeddedOptions.Username InternalUser.
+var ErrInternalUserName = errors.New("natsapi: embedded NATS server: " + InternalUser + " is revd's own user name")
+
+// clientPermissions are the permissions of clients when revd's own
+// subjects are kept (EmbeddedOptions.InternalPassword).
+func clientPermissions(prefix string) *server.Permissions {
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: []string{">"}, Deny: []string{Subject(prefix, FeedEndpoint)}},
+		Subscribe: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{prefix + ".*.*", "$SRV.>"}},
+	}
+}
+
+// bcryptHash hashes a password for the server's user list: the server takes
+// a bcrypt hash (and warns about a plain password); the cost is paid at
+// every connection, and the hash only ever lives in this process's memory,
+// as the password does.
+func bcryptHash(password string) (string, error) {
+	h, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	if err != nil {
+		return "", fmt.Errorf("natsapi: embedded NATS server: %w", err)
+	}
+	return string(h), nil
 }
 
 // ErrEmbeddedNotReady is returned (wrapped) by StartEmbedded when the server
@@ -71,17 +117,9 @@ func StartEmbedded(opts EmbeddedOptions) (*server.Server, error) {
 		ServerName: "revd",
 		NoSigs:     true, // the revd process owns its signals
 		MaxPayload: opts.MaxPayload,
-		Username:   opts.Username,
 	}
-	if opts.Password != "" {
-		// The server takes a bcrypt hash (and warns about a plain
-		// password); the cost is paid at every connection, and the hash
-		// only ever lives in this process's memory, as the password does.
-		h, err := bcrypt.GenerateFromPassword([]byte(opts.Password), bcrypt.MinCost)
-		if err != nil {
-			return nil, fmt.Errorf("natsapi: embedded NATS server: %w", err)
-		}
-		sopts.Password = string(h)
+	if err := opts.authorize(sopts); err != nil {
+		return nil, err
 	}
 	if sopts.MaxPayload <= 0 {
 		sopts.MaxPayload = DefaultMaxPayload
@@ -184,4 +222,38 @@ func (s *serverLogger) Fatalf(format string, v ...any) {
 	case s.fatal <- msg:
 	default:
 	}
+}
+
+// authorize sets sopts' users and their permissions from opts.
+func (opts EmbeddedOptions) authorize(sopts *server.Options) error {
+	var password string
+	if opts.Password != "" {
+		h, err := bcryptHash(opts.Password)
+		if err != nil {
+			return err
+		}
+		password = h
+	}
+	if opts.InternalPassword == "" {
+		sopts.Username, sopts.Password = opts.Username, password
+		return nil
+	}
+	if opts.Username == InternalUser {
+		return ErrInternalUserName
+	}
+	prefix := opts.SubjectPrefix
+	if prefix == "" {
+		prefix = DefaultSubjectPrefix
+	}
+	internal, err := bcryptHash(opts.InternalPassword)
+	if err != nil {
+		return err
+	}
+	client := &server.User{Username: opts.Username, Password: password, Permissions: clientPermissions(prefix)}
+	if opts.Username == "" {
+		client.Username = anonymousUser
+		sopts.NoAuthUser = anonymousUser
+	}
+	sopts.Users = []*server.User{{Username: InternalUser, Password: internal}, client}
+	return nil
 }

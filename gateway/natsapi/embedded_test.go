@@ -117,3 +117,60 @@ func TestEmbeddedCredentials(t *testing.T) {
 		t.Error("a user name without a password was taken")
 	}
 }
+
+// TestEmbeddedKeepsRevdSubjects: with InternalPassword, clients (anonymous,
+// or the configured user) may request and follow the feed but not publish
+// on it nor subscribe to revd's service subjects; revd's own user may do
+// both; the configured user may not take revd's user name.
+func TestEmbeddedKeepsRevdSubjects(t *testing.T) {
+	for _, user := range []string{"", "app"} {
+		ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: "127.0.0.1:0", Username: user, Password: map[string]string{"app": "pw"}[user],
+			InternalPassword: "internal-pw", SubjectPrefix: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ns.Shutdown()
+		try := func(who string, opts ...nats.Option) (violations int) {
+			errs := make(chan error, 10)
+			nc, err := nats.Connect(ns.ClientURL(), append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))...)
+			if err != nil {
+				t.Fatalf("%s: %v", who, err)
+			}
+			defer nc.Close()
+			nc.Publish("x.feed", []byte("forged"))
+			nc.Subscribe("x.kv.put", func(*nats.Msg) {})
+			nc.Subscribe("x.feed", func(*nats.Msg) {})
+			nc.Subscribe("_INBOX.mine", func(*nats.Msg) {})
+			nc.Publish("x.kv.range", nil)
+			if err := nc.Flush(); err != nil {
+				t.Fatalf("%s: %v", who, err)
+			}
+			time.Sleep(200 * time.Millisecond) // the violations are asynchronous
+			for {
+				select {
+				case err := <-errs:
+					if !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+						t.Errorf("%s: %v", who, err)
+					}
+					violations++
+				default:
+					return violations
+				}
+			}
+		}
+		client := []nats.Option{}
+		if user != "" {
+			client = append(client, nats.UserInfo("app", "pw"))
+		}
+		if n := try("client "+user, client...); n != 2 {
+			t.Errorf("client %q: %d permissions violations, want 2 (publishing on x.feed, subscribing to x.kv.put)", user, n)
+		}
+		if n := try("revd", nats.UserInfo(natsapi.InternalUser, "internal-pw")); n != 0 {
+			t.Errorf("revd's own user: %d permissions violations, want none", n)
+		}
+	}
+	if _, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: natsapi.ListenOff, Username: natsapi.InternalUser, Password: "pw",
+		InternalPassword: "internal-pw"}); err != natsapi.ErrInternalUserName {
+		t.Errorf("--nats-user %s: %v, want ErrInternalUserName", natsapi.InternalUser, err)
+	}
+}

@@ -1,8 +1,16 @@
 package natsapi
 
 import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"hash"
+	"io"
 	"log/slog"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -29,6 +37,13 @@ const (
 	// HeaderCompactRevision carries the batch's compaction on such a
 	// message.
 	HeaderCompactRevision = "Revd-Compact-Revision"
+	// HeaderMAC authenticates a message to the revd process that published
+	// it: an HMAC-SHA256, under a key that process drew at start, of the
+	// body and the fill headers. revd's own watch hub drops feed messages
+	// without a valid one, so that a client of the bus cannot slip events
+	// to watchers by publishing on the feed's subject. Other subscribers
+	// cannot check it; they rely on the NATS server's permissions.
+	HeaderMAC = "Revd-Feed-Mac"
 )
 
 // Feed is the commit feed over NATS core publish/subscribe: a watch.Feed
@@ -40,6 +55,9 @@ type Feed struct {
 	subject  string
 	log      *slog.Logger
 	interest func(subject string) bool
+	key      []byte        // HeaderMAC's, drawn by NewFeed
+	macs     sync.Pool     // of HMAC hashes under key
+	forged   atomic.Uint64 // messages Subscribe dropped for a bad MAC
 }
 
 // NewFeed returns the feed on "<prefix>.feed" over nc.
@@ -50,8 +68,35 @@ func NewFeed(nc *nats.Conn, prefix string, log *slog.Logger) *Feed {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Feed{nc: nc, subject: Subject(prefix, FeedEndpoint), log: log}
+	key := make([]byte, 32)
+	rand.Read(key) // never fails (crypto/rand panics rather)
+	return &Feed{nc: nc, subject: Subject(prefix, FeedEndpoint), log: log, key: key}
 }
+
+// mac is HeaderMAC's value for a message with this body and fill headers.
+// The writer's goroutine (Publish) and the subscription's call it.
+func (f *Feed) mac(data []byte, fillTo, compact string) string {
+	h, _ := f.macs.Get().(hash.Hash)
+	if h == nil {
+		h = hmac.New(sha256.New, f.key)
+	}
+	defer f.macs.Put(h)
+	h.Reset()
+	h.Write(data)
+	io.WriteString(h, "\x00"+fillTo+"\x00"+compact)
+	var sum [sha256.Size]byte
+	return base64.RawStdEncoding.EncodeToString(h.Sum(sum[:0]))
+}
+
+// authentic reports whether m carries the MAC of this process.
+func (f *Feed) authentic(m *nats.Msg) bool {
+	want := f.mac(m.Data, m.Header.Get(HeaderFillTo), m.Header.Get(HeaderCompactRevision))
+	return hmac.Equal([]byte(m.Header.Get(HeaderMAC)), []byte(want))
+}
+
+// Forged is the number of feed messages Subscribe dropped because they did
+// not come from this process.
+func (f *Feed) Forged() uint64 { return f.forged.Load() }
 
 // Subject is the feed's subject.
 func (f *Feed) Subject() string { return f.subject }
@@ -93,16 +138,26 @@ func (f *Feed) Publish(c *watch.Commit) {
 			msg.Header.Set(HeaderCompactRevision, strconv.FormatInt(c.CompactRev, 10))
 		}
 	}
+	msg.Header.Set(HeaderMAC, f.mac(msg.Data, msg.Header.Get(HeaderFillTo), msg.Header.Get(HeaderCompactRevision)))
 	if err := f.nc.PublishMsg(msg); err != nil {
 		f.log.Warn("feed: publishing a commit", "err", err)
 	}
 }
 
-// Subscribe calls h with every batch received, in order. It returns once
-// the server has the subscription: every batch published after it reaches h
-// (unless the subscriber falls behind and NATS drops messages).
+// Subscribe calls h with every batch this Feed published, in order; a
+// message on the subject that this process did not publish (see HeaderMAC)
+// is dropped and logged. It returns once the server has the subscription:
+// every batch published after it reaches h (unless the subscriber falls
+// behind and NATS drops messages).
 func (f *Feed) Subscribe(h func(*watch.Commit)) (func(), error) {
 	sub, err := f.nc.Subscribe(f.subject, func(m *nats.Msg) {
+		if !f.authentic(m) {
+			if n := f.forged.Add(1); n == 1 || n%10000 == 0 {
+				f.log.Warn("feed: dropped a message this revd did not publish on its commit feed's subject (another client of the NATS server published it)",
+					"subject", m.Subject, "dropped_so_far", n)
+			}
+			return
+		}
 		if fill := m.Header.Get(HeaderFillTo); fill != "" {
 			to, err1 := strconv.ParseInt(fill, 10, 64)
 			compact, err2 := strconv.ParseInt(m.Header.Get(HeaderCompactRevision), 10, 64)

@@ -24,16 +24,7 @@ func commitAt(rev int64) *watch.Commit {
 // once the server counts the subscription, so no batch published after it
 // is skipped.
 func TestFeedSkipsWithoutInterest(t *testing.T) {
-	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: natsapi.ListenOff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	ns, nc := inProcess(t)
 	interest := natsapi.EmbeddedInterest(ns)
 	feed := natsapi.NewFeed(nc, "", nil).SkipWithoutInterest(interest)
 
@@ -84,6 +75,23 @@ func TestFeedSkipsWithoutInterest(t *testing.T) {
 	}
 }
 
+// inProcess starts an embedded server without a listener and connects to
+// it in process; both end with the test.
+func inProcess(t *testing.T) (*server.Server, *nats.Conn) {
+	t.Helper()
+	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: natsapi.ListenOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return ns, nc
+}
+
 // inMsgs is the number of messages the server has received.
 func inMsgs(t *testing.T, ns *server.Server) int64 {
 	t.Helper()
@@ -92,4 +100,69 @@ func inMsgs(t *testing.T, ns *server.Server) int64 {
 		t.Fatal(err)
 	}
 	return v.InMsgs
+}
+
+// TestFeedDropsForgedCommits: a commit published on the feed's subject by
+// another client of the bus (or by another revd's feed, whose key differs)
+// never reaches the feed's subscriber, nor does a genuine message whose
+// body or fill headers were changed; genuine ones around them do.
+func TestFeedDropsForgedCommits(t *testing.T) {
+	_, nc := inProcess(t)
+	feed := natsapi.NewFeed(nc, "", nil)
+	got := make(chan *watch.Commit, 10)
+	if _, err := feed.Subscribe(func(c *watch.Commit) { got <- c }); err != nil {
+		t.Fatal(err)
+	}
+
+	// A genuine message, captured on the wire, to tamper with.
+	raw := make(chan *nats.Msg, 1)
+	sub, err := nc.ChanSubscribe(feed.Subject(), raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed.Publish(commitAt(2))
+	genuine := <-raw
+	sub.Unsubscribe()
+	if c := <-got; c.Records[0].Revision != 2 {
+		t.Fatalf("the genuine commit: %+v", c)
+	}
+
+	forged, err := natsapi.EncodeCommit(commitAt(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := nats.NewMsg(feed.Subject())
+	plain.Data = forged
+	tampered := nats.NewMsg(feed.Subject())
+	tampered.Data, tampered.Header = forged, genuine.Header // another body under the genuine MAC
+	filled := nats.NewMsg(feed.Subject())
+	filled.Header = nats.Header{}
+	for k, v := range genuine.Header {
+		filled.Header[k] = v
+	}
+	filled.Data = genuine.Data
+	filled.Header.Set(natsapi.HeaderFillTo, "99")
+	for _, m := range []*nats.Msg{plain, tampered, filled} {
+		if err := nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	natsapi.NewFeed(nc, "", nil).Publish(commitAt(3)) // another process's key
+	feed.Publish(commitAt(3))
+	select {
+	case c := <-got:
+		if c.FillTo != 0 || len(c.Records) != 1 || c.Records[0].Revision != 3 || string(c.Records[0].Events[0].Kv.Value) != "v" {
+			t.Fatalf("received %+v, want the genuine revision 3", c)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the genuine commit after the forged ones did not arrive")
+	}
+	select {
+	case c := <-got:
+		t.Fatalf("received a second commit %+v", c)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if n := feed.Forged(); n != 4 {
+		t.Errorf("Forged() = %d, want 4", n)
+	}
 }

@@ -1,0 +1,97 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"revd/actors/watch"
+	"revd/gateway/natsapi"
+	"revd/journal"
+	"revd/tests/testutil"
+)
+
+// TestNATSClientsCannotForgeCommitsOrServe: a client of revd's embedded
+// NATS server may make requests and follow the commit feed, but may not
+// publish on the feed (so watchers never see a commit revd did not make)
+// nor subscribe to revd's service subjects (where other clients' requests,
+// passwords included, travel); the server refuses both with a permissions
+// violation, and a gRPC watcher sees only revd's own events.
+func TestNATSClientsCannotForgeCommitsOrServe(t *testing.T) {
+	p := testutil.StartRevd(t, testutil.Options{})
+	violations := make(chan error, 10)
+	nc, err := nats.Connect(p.NATSURL, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// A gRPC watcher, from the next revision on.
+	c := p.Dial(t)
+	ws, err := c.Watch.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{Key: []byte("k")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := ws.Recv(); err != nil || !r.Created {
+		t.Fatalf("watch create: %v, %v", r, err)
+	}
+
+	// The feed may be followed.
+	feed, err := nc.SubscribeSync("revd.feed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A forged commit for the next revision.
+	forged, err := natsapi.EncodeCommit(&watch.Commit{Records: []journal.Record{{Revision: 2, Events: []*mvccpb.Event{
+		{Type: mvccpb.Event_PUT, Kv: &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("forged"), CreateRevision: 2, ModRevision: 2, Version: 1}},
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Publish("revd.feed", forged); err != nil {
+		t.Fatal(err)
+	}
+	wantViolation := func(what string) {
+		t.Helper()
+		select {
+		case err := <-violations:
+			if !errors.Is(err, nats.ErrPermissionViolation) && !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+				t.Fatalf("%s: error %v, want a permissions violation", what, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the server raised no permissions violation", what)
+		}
+	}
+	wantViolation("publishing on revd.feed")
+	if _, err := nc.QueueSubscribe("revd.kv.put", "q", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	wantViolation("serving revd.kv.put")
+
+	// Requests still work, and the watcher and the feed get the real put.
+	if _, err := c.KV.Put(ctx, &pb.PutRequest{Key: []byte("k"), Value: []byte("real")}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ws.Recv()
+	if err != nil || len(r.Events) != 1 || string(r.Events[0].Kv.Value) != "real" || r.Events[0].Kv.ModRevision != 2 {
+		t.Fatalf("the watcher got %v, %v; want only the real put at revision 2", r, err)
+	}
+	m, err := feed.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("the feed's subscriber: %v", err)
+	}
+	if m.Header.Get(natsapi.HeaderFirstRevision) != "2" {
+		t.Errorf("the feed's first message is for revision %q, want 2 (the forged one was refused)", m.Header.Get(natsapi.HeaderFirstRevision))
+	}
+}
