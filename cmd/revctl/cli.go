@@ -87,6 +87,7 @@ func (g *globalFlags) define(fs *flagSet) {
 	fs.fs.StringVar(&g.security.CA, "nats-tls-ca", "", "CA certificates (PEM) that verify the NATS server's (default: the system's)")
 	fs.fs.StringVar(&g.security.Cert, "nats-tls-cert", "", "client certificate (PEM) for NATS, with --nats-tls-key")
 	fs.fs.StringVar(&g.security.Key, "nats-tls-key", "", "key of --nats-tls-cert (PEM)")
+	fs.fs.StringVar(&g.security.InboxPrefix, "nats-inbox-prefix", "", `subject prefix of the inboxes replies come back on (default "_INBOX"), for a NATS server that lets each user subscribe to its own only`)
 }
 
 // runner runs one revctl command line. Its fields are the process's
@@ -239,7 +240,7 @@ var globalValueFlags = map[string]bool{
 	"nats-url": true, "subject-prefix": true, "timeout": true, "command-timeout": true,
 	"dial-timeout": true, "write-out": true, "w": true,
 	"user": true, "password": true, "auth-jwt-token": true,
-	"nats-creds": true, "nats-nkey": true, "nats-tls-ca": true, "nats-tls-cert": true, "nats-tls-key": true,
+	"nats-creds": true, "nats-nkey": true, "nats-tls-ca": true, "nats-tls-cert": true, "nats-tls-key": true, "nats-inbox-prefix": true,
 }
 
 // splitCommand finds the command name: the first argument that is neither

@@ -27,6 +27,10 @@ type Security struct {
 	// Cert and Key are the client's certificate and key (PEM), for servers
 	// that verify clients; both or neither.
 	Cert, Key string
+	// InboxPrefix replaces "_INBOX" in the subjects replies and watch
+	// responses come back on, for servers that let each user subscribe to
+	// its own inboxes only (see the README's "Securing the NATS bus").
+	InboxPrefix string
 }
 
 // Errors of Security.Options.
@@ -72,6 +76,9 @@ func (s Security) Options() ([]nats.Option, error) {
 	}
 	if s.Cert != "" {
 		opts = append(opts, nats.ClientCert(s.Cert, s.Key))
+	}
+	if s.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(s.InboxPrefix))
 	}
 	return opts, nil
 }

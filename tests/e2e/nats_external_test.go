@@ -67,16 +67,9 @@ func securedNATS(t *testing.T) (string, natsclient.Security) {
 	must(err)
 	resolver := &natsserver.MemAccResolver{}
 	must(resolver.Store(apub, ajwt))
-	opts := &natsserver.Options{Host: "127.0.0.1", Port: testutil.FreePorts(t, 1)[0], NoLog: true, NoSigs: true,
-		TrustedOperators: []*jwt.OperatorClaims{oclaims}, AccountResolver: resolver,
+	opts := &natsserver.Options{TrustedOperators: []*jwt.OperatorClaims{oclaims}, AccountResolver: resolver,
 		TLS: true, TLSVerify: true, TLSConfig: tlsConfig, TLSTimeout: 5}
-	ns, err := natsserver.NewServer(opts)
-	must(err)
-	go ns.Start()
-	t.Cleanup(ns.Shutdown)
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("the NATS server did not start")
-	}
+	startNATS(t, opts)
 	return "tls://127.0.0.1:" + strconv.Itoa(opts.Port), natsclient.Security{Creds: credsFile, CA: pki.CAFile, Cert: pki.ClientCert, Key: pki.ClientKey}
 }
 
@@ -96,12 +89,7 @@ func TestExternalSecuredNATS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(url, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	c := natsclient.New(nc, natsclient.Options{})
+	_, c := natsConnect(t, url, opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var put *pb.PutResponse
@@ -117,11 +105,7 @@ func TestExternalSecuredNATS(t *testing.T) {
 
 	revctl := func(args ...string) ctlResult {
 		t.Helper()
-		cmd := exec.Command(testutil.RevctlBin(t), append([]string{"--nats-url", url}, args...)...)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		code := exitCode(t, cmd)
-		return ctlResult{Stdout: stdout.String(), Stderr: stderr.String(), Exit: code}
+		return runRevctl(t, url, args...)
 	}
 	if r := revctl("--nats-creds", sec.Creds, "--nats-tls-ca", sec.CA, "--nats-tls-cert", sec.Cert, "--nats-tls-key", sec.Key, "get", "k"); r.Stdout != "k\nover tls\n" || r.Exit != 0 {
 		t.Errorf("revctl get with the security files: %+v", r)
@@ -152,16 +136,7 @@ func TestExternalSecuredNATS(t *testing.T) {
 // TestNATSURLPasswordRedacted: revd logs the NATS server it connects to
 // without the password (or token) of its URL.
 func TestNATSURLPasswordRedacted(t *testing.T) {
-	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: testutil.FreePorts(t, 1)[0], NoLog: true, NoSigs: true,
-		Username: "revd", Password: "s3cret-pw"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	t.Cleanup(ns.Shutdown)
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("the NATS server did not start")
-	}
+	ns := startNATS(t, &natsserver.Options{Username: "revd", Password: "s3cret-pw"})
 	url := "nats://revd:s3cret-pw@" + ns.Addr().String()
 	cmd := exec.Command(testutil.RevdBin(t), "--data-dir="+t.TempDir(), "--nats-url="+url,
 		"--listen-client-urls=http://127.0.0.1:"+strconv.Itoa(testutil.FreePorts(t, 1)[0]))
@@ -179,4 +154,103 @@ func TestNATSURLPasswordRedacted(t *testing.T) {
 	if log := out.String(); strings.Contains(log, "s3cret-pw") || !strings.Contains(log, "nats://revd:xxxxx@") {
 		t.Errorf("revd's log shows the NATS password, or not the redacted URL:\n%s", log)
 	}
+}
+
+// TestNATSBusPerUserPermissions: the README's recipe for a NATS server
+// that keeps each application user to revd's request subjects and its own
+// inboxes works: a user so restricted, with its inbox prefix, puts, reads
+// and watches through natsclient and revctl, and may neither follow the
+// commit feed nor read other clients' inboxes; without its inbox prefix it
+// gets no replies.
+func TestNATSBusPerUserPermissions(t *testing.T) {
+	alice := &natsserver.Permissions{
+		Publish:   &natsserver.SubjectPermission{Allow: []string{"revd.kv.>", "revd.watch.>", "revd.lease.>", "revd.auth.>", "revd.maintenance.status"}},
+		Subscribe: &natsserver.SubjectPermission{Allow: []string{"_INBOX_alice.>"}},
+	}
+	ns := startNATS(t, &natsserver.Options{
+		Users: []*natsserver.User{{Username: "revd", Password: "revd-pw"}, {Username: "alice", Password: "alice-pw", Permissions: alice}}})
+	addr := ns.Addr().String()
+	testutil.StartRevd(t, testutil.Options{NATSURL: "nats://revd:revd-pw@" + addr})
+
+	violations := make(chan error, 10)
+	opts, err := natsclient.Security{InboxPrefix: "_INBOX_alice"}.Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, c := natsConnect(t, "nats://"+addr, append(opts, nats.UserInfo("alice", "alice-pw"),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var w *natsclient.Watcher
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		// revd's service may register a moment after its gRPC port answers.
+		if w, err = c.Watch(ctx, &pb.WatchCreateRequest{Key: []byte("k")}, natsclient.WatchOptions{}); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("alice's watch: %v", err)
+	}
+	if r := <-w.C; !r.Created {
+		t.Fatalf("alice's watch: first response %v", r)
+	}
+	if _, err := c.Put(ctx, &pb.PutRequest{Key: []byte("k"), Value: []byte("v")}); err != nil {
+		t.Fatalf("alice's put: %v", err)
+	}
+	if r := <-w.C; len(r.Events) != 1 || string(r.Events[0].Kv.Value) != "v" {
+		t.Fatalf("alice's watch: %v, want the put", r)
+	}
+	for _, subject := range []string{"_INBOX.>", "revd.feed"} {
+		if _, err := nc.Subscribe(subject, func(*nats.Msg) {}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-violations:
+			if !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+				t.Errorf("subscribing to %s: %v, want a permissions violation", subject, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("alice subscribed to %s unrefused", subject)
+		}
+	}
+
+	revctl := func(args ...string) ctlResult {
+		t.Helper()
+		return runRevctl(t, "nats://alice:alice-pw@"+addr, append([]string{"--timeout", "2s"}, args...)...)
+	}
+	if r := revctl("--nats-inbox-prefix", "_INBOX_alice", "get", "k"); r.Stdout != "k\nv\n" || r.Exit != 0 {
+		t.Errorf("revctl get with alice's inbox prefix: %+v", r)
+	}
+	if r := revctl("get", "k"); r.Exit == 0 {
+		t.Errorf("revctl get without alice's inbox prefix succeeded: %+v", r)
+	}
+}
+
+// natsConnect connects to url, closed at the test's end, and returns a
+// natsclient on the connection.
+func natsConnect(t *testing.T, url string, opts ...nats.Option) (*nats.Conn, *natsclient.Client) {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, natsclient.New(nc, natsclient.Options{})
+}
+
+// startNATS starts a NATS server with opts on a free loopback port, shut
+// down at the test's end.
+func startNATS(t *testing.T, opts *natsserver.Options) *natsserver.Server {
+	t.Helper()
+	opts.Host, opts.Port, opts.NoLog, opts.NoSigs = "127.0.0.1", testutil.FreePorts(t, 1)[0], true, true
+	ns, err := natsserver.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the NATS server did not start")
+	}
+	return ns
 }

@@ -43,11 +43,7 @@ func TestRevctlClusterCommandsAsEtcdctl(t *testing.T) {
 	}
 	revctl := func(args ...string) ctlResult {
 		t.Helper()
-		cmd := exec.Command(testutil.RevctlBin(t), append([]string{"--nats-url", p.NATSURL}, args...)...)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		code := exitCode(t, cmd)
-		return ctlResult{Stdout: stdout.String(), Stderr: stderr.String(), Exit: code}
+		return runRevctl(t, p.NATSURL, args...)
 	}
 	// protobuf's text form spaces its fields at random per binary; a
 	// timing's width changes a table's.
@@ -100,4 +96,14 @@ func TestRevctlClusterCommandsAsEtcdctl(t *testing.T) {
 	if r := revctl("alarm", "list"); r.Stdout == "" || r.Exit != 0 {
 		t.Errorf("revctl alarm list with the alarm armed: %+v", r)
 	}
+}
+
+// runRevctl runs revctl with --nats-url natsURL and args.
+func runRevctl(t *testing.T, natsURL string, args ...string) ctlResult {
+	t.Helper()
+	cmd := exec.Command(testutil.RevctlBin(t), append([]string{"--nats-url", natsURL}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	code := exitCode(t, cmd)
+	return ctlResult{Stdout: stdout.String(), Stderr: stderr.String(), Exit: code}
 }
