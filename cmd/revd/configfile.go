@@ -72,6 +72,7 @@ type fileConfig struct {
 	NATSURL           string `json:"nats-url"`
 	NATSUser          string `json:"nats-user"`
 	NATSPassword      string `json:"nats-password"`
+	NATSAuth          string `json:"nats-auth"`
 	NATSCreds         string `json:"nats-creds"`
 	NATSNkey          string `json:"nats-nkey"`
 	NATSTLSCA         string `json:"nats-tls-ca"`

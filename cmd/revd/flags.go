@@ -42,6 +42,7 @@ type config struct {
 	natsURL         string
 	natsUser        string // --nats-user and --nats-password: the embedded server's credentials
 	natsPassword    string
+	natsAuth        string              // --nats-auth: natsAuthNone or natsAuthEtcd
 	natsSecurity    natsclient.Security // --nats-creds, --nats-nkey, --nats-tls-*: revd's connection to --nats-url
 	name            string
 	maxRequestBytes int
@@ -151,6 +152,7 @@ func newCommandLine(out io.Writer) *commandLine {
 	fs.StringVar(&cfg.natsURL, "nats-url", "", "connect to this NATS server instead of embedding one")
 	fs.StringVar(&cfg.natsUser, "nats-user", "", "user name every client of the embedded NATS server must present, with --nats-password (nats://user:password@host:port)")
 	fs.StringVar(&cfg.natsPassword, "nats-password", "", "password of --nats-user (ETCD_NATS_PASSWORD keeps it off the command line)")
+	fs.StringVar(&cfg.natsAuth, "nats-auth", natsAuthNone, `"etcd": while etcd's authentication is on, clients of the embedded NATS server connect as etcd users, each kept to revd's requests and its own inboxes (_INBOX_<user>); "none": no such check`)
 	fs.StringVar(&cfg.natsSecurity.Creds, "nats-creds", "", "with --nats-url: a NATS .creds file (user JWT and nkey seed) revd connects with")
 	fs.StringVar(&cfg.natsSecurity.Nkey, "nats-nkey", "", "with --nats-url: a file holding the nkey seed revd connects with")
 	fs.StringVar(&cfg.natsSecurity.CA, "nats-tls-ca", "", "with --nats-url: CA certificates (PEM) that verify the NATS server's (default: the system's)")
@@ -289,6 +291,15 @@ func (c *commandLine) finish() (*config, error) {
 			return nil, err
 		}
 	}
+	switch cfg.natsAuth {
+	case natsAuthNone:
+	case natsAuthEtcd:
+		if cfg.natsURL != "" || cfg.natsUser != "" {
+			return nil, errors.New("--nats-auth=etcd is the embedded NATS server's, and its users are etcd's: not with --nats-url or --nats-user")
+		}
+	default:
+		return nil, fmt.Errorf("--nats-auth: %q is not one of %s, %s", cfg.natsAuth, natsAuthNone, natsAuthEtcd)
+	}
 	if (cfg.natsUser == "") != (cfg.natsPassword == "") {
 		return nil, errors.New("--nats-user and --nats-password go together")
 	}
@@ -420,3 +431,9 @@ func splitList(s string) []string {
 	}
 	return out
 }
+
+// The --nats-auth values.
+const (
+	natsAuthNone = "none"
+	natsAuthEtcd = "etcd"
+)

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	_ "net/http/pprof" // served only with --pprof
 	"sync"
+	"sync/atomic"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -43,7 +44,11 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	}
 	defer bound.close()
 
-	nc, ns, stopNATS, err := connectNATS(cfg, log)
+	// The store opens after NATS starts (it publishes on the feed); until
+	// then the bus's etcd users (--nats-auth=etcd) cannot be checked, and
+	// clients are refused.
+	var busUsers atomic.Pointer[server.Server]
+	nc, ns, stopNATS, err := connectNATS(cfg, log, &busUsers)
 	if err != nil {
 		return err
 	}
@@ -88,6 +93,10 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		}
 	}()
 	mets.SetSource(srv)
+	busUsers.Store(srv)
+	if ns != nil && cfg.natsAuth == natsAuthEtcd {
+		go recheckBusUsers(ctx, ns, srv, time.Second/4)
+	}
 	// TLS once the store has checked and locked the data directory:
 	// --auto-tls writes its certificate there.
 	if err := bound.secure(cfg, log); err != nil {
@@ -194,10 +203,10 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	}
 	log.Info("revd ready", "name", cfg.name, "client_urls", urls, "client_http_urls", httpURLs, "nats", natsDescription(cfg),
 		"member_id", fmt.Sprintf("%x", srv.MemberID()), "cluster_id", fmt.Sprintf("%x", srv.ClusterID()))
-	if srv.AuthEnabled() && (cfg.natsURL != "" || (cfg.natsListen != natsapi.ListenOff && cfg.natsUser == "")) {
-		log.Warn("authentication is on, and the NATS bus carries every change (the commit feed), passwords (auth.authenticate) "+
-			"and tokens to whoever may subscribe: restrict it with NATS's own authorization (--nats-user and --nats-password "+
-			"for the embedded server), or run --nats-listen=off", "nats", natsDescription(cfg))
+	if srv.AuthEnabled() && (cfg.natsURL != "" || (cfg.natsListen != natsapi.ListenOff && cfg.natsUser == "" && cfg.natsAuth != natsAuthEtcd)) {
+		log.Warn("authentication is on, and the NATS bus carries every change (the commit feed) and other clients' replies "+
+			"to whoever may subscribe: restrict it (--nats-auth=etcd for the embedded server, or NATS's own authorization), "+
+			"or run --nats-listen=off", "nats", natsDescription(cfg))
 	}
 
 	select {
@@ -264,7 +273,7 @@ func stopGRPC(gs grpcServer) {
 
 // connectNATS connects to --nats-url, or starts the embedded NATS server
 // (returned, nil otherwise) and connects to it in-process.
-func connectNATS(cfg *config, log *slog.Logger) (*nats.Conn, *natsserver.Server, func(), error) {
+func connectNATS(cfg *config, log *slog.Logger, busUsers *atomic.Pointer[server.Server]) (*nats.Conn, *natsserver.Server, func(), error) {
 	if cfg.natsURL != "" {
 		opts, err := cfg.natsSecurity.Options()
 		if err != nil {
@@ -281,8 +290,21 @@ func connectNATS(cfg *config, log *slog.Logger) (*nats.Conn, *natsserver.Server,
 	secret := make([]byte, 24)
 	rand.Read(secret)
 	internal := base64.RawURLEncoding.EncodeToString(secret)
-	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: cfg.natsListen, Logger: log.With("component", "nats"),
-		Username: cfg.natsUser, Password: cfg.natsPassword, InternalPassword: internal, SubjectPrefix: cfg.natsSubjectRoot})
+	eopts := natsapi.EmbeddedOptions{Listen: cfg.natsListen, Logger: log.With("component", "nats"),
+		Username: cfg.natsUser, Password: cfg.natsPassword, InternalPassword: internal, SubjectPrefix: cfg.natsSubjectRoot}
+	if cfg.natsAuth == natsAuthEtcd {
+		eopts.CheckUser = func(user, password string) (bool, error) {
+			if srv := busUsers.Load(); srv != nil {
+				return srv.CheckUser(user, password)
+			}
+			return false, errStoreNotOpen
+		}
+		eopts.AuthOn = func() bool {
+			srv := busUsers.Load()
+			return srv == nil || srv.AuthEnabled()
+		}
+	}
+	ns, err := natsapi.StartEmbedded(eopts)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("starting the embedded NATS server on %s: %w", cfg.natsListen, err)
 	}
@@ -295,6 +317,33 @@ func connectNATS(cfg *config, log *slog.Logger) (*nats.Conn, *natsserver.Server,
 		nc.Close()
 		shutdownNATS(ns)
 	}, nil
+}
+
+// errStoreNotOpen refuses a bus client before the store is open.
+var errStoreNotOpen = errors.New("revd: the store is not open yet")
+
+// recheckBusUsers makes the embedded server's clients connect again, and be
+// checked again, whenever etcd's users, roles or authentication switch
+// change (--nats-auth=etcd), until ctx ends.
+func recheckBusUsers(ctx context.Context, ns *natsserver.Server, srv *server.Server, every time.Duration) {
+	type state struct {
+		on  bool
+		rev uint64
+	}
+	seen := state{srv.AuthEnabled(), srv.AuthRevision()}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if now := (state{srv.AuthEnabled(), srv.AuthRevision()}); now != seen {
+			seen = now
+			natsapi.DisconnectClients(ns)
+		}
+	}
 }
 
 func shutdownNATS(ns *natsserver.Server) {

@@ -65,6 +65,13 @@ type EmbeddedOptions struct {
 	// SubjectPrefix is revd's subject prefix, for InternalPassword's
 	// permissions. Default DefaultSubjectPrefix.
 	SubjectPrefix string
+
+	// CheckUser, with InternalPassword and without Username, puts etcd's
+	// users on the bus (busauth.go): while AuthOn reports etcd's
+	// authentication on, clients connect as etcd users, whose passwords
+	// CheckUser checks (reporting whether the user has the root role).
+	CheckUser func(user, password string) (root bool, err error)
+	AuthOn    func() bool
 }
 
 // InternalUser is the user of revd's own connection to the embedded
@@ -234,6 +241,14 @@ func (opts EmbeddedOptions) authorize(sopts *server.Options) error {
 		}
 		password = h
 	}
+	if opts.CheckUser != nil {
+		if opts.InternalPassword == "" || opts.Username != "" || opts.AuthOn == nil {
+			return ErrCheckUserOptions
+		}
+		sopts.CustomClientAuthentication = &etcdUsers{internal: []byte(opts.InternalPassword), prefix: opts.prefix(),
+			check: opts.CheckUser, authOn: opts.AuthOn, log: loggerOrDiscard(opts.Logger)}
+		return nil
+	}
 	if opts.InternalPassword == "" {
 		sopts.Username, sopts.Password = opts.Username, password
 		return nil
@@ -241,10 +256,7 @@ func (opts EmbeddedOptions) authorize(sopts *server.Options) error {
 	if opts.Username == InternalUser {
 		return ErrInternalUserName
 	}
-	prefix := opts.SubjectPrefix
-	if prefix == "" {
-		prefix = DefaultSubjectPrefix
-	}
+	prefix := opts.prefix()
 	internal, err := bcryptHash(opts.InternalPassword)
 	if err != nil {
 		return err
@@ -256,4 +268,18 @@ func (opts EmbeddedOptions) authorize(sopts *server.Options) error {
 	}
 	sopts.Users = []*server.User{{Username: InternalUser, Password: internal}, client}
 	return nil
+}
+
+func (opts EmbeddedOptions) prefix() string {
+	if opts.SubjectPrefix == "" {
+		return DefaultSubjectPrefix
+	}
+	return opts.SubjectPrefix
+}
+
+func loggerOrDiscard(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
 }

@@ -16,10 +16,45 @@ const (
 	AlicePassword = "alicepw"
 )
 
+// Admin is the part of etcd's Auth service Setup calls: a pb.AuthServer
+// has it, and Client makes a gRPC client into one.
+type Admin interface {
+	UserAdd(context.Context, *pb.AuthUserAddRequest) (*pb.AuthUserAddResponse, error)
+	UserGrantRole(context.Context, *pb.AuthUserGrantRoleRequest) (*pb.AuthUserGrantRoleResponse, error)
+	RoleAdd(context.Context, *pb.AuthRoleAddRequest) (*pb.AuthRoleAddResponse, error)
+	RoleGrantPermission(context.Context, *pb.AuthRoleGrantPermissionRequest) (*pb.AuthRoleGrantPermissionResponse, error)
+	AuthEnable(context.Context, *pb.AuthEnableRequest) (*pb.AuthEnableResponse, error)
+}
+
+// Client is c as an Admin.
+func Client(c pb.AuthClient) Admin { return client{c} }
+
+type client struct{ c pb.AuthClient }
+
+func (a client) UserAdd(ctx context.Context, r *pb.AuthUserAddRequest) (*pb.AuthUserAddResponse, error) {
+	return a.c.UserAdd(ctx, r)
+}
+
+func (a client) UserGrantRole(ctx context.Context, r *pb.AuthUserGrantRoleRequest) (*pb.AuthUserGrantRoleResponse, error) {
+	return a.c.UserGrantRole(ctx, r)
+}
+
+func (a client) RoleAdd(ctx context.Context, r *pb.AuthRoleAddRequest) (*pb.AuthRoleAddResponse, error) {
+	return a.c.RoleAdd(ctx, r)
+}
+
+func (a client) RoleGrantPermission(ctx context.Context, r *pb.AuthRoleGrantPermissionRequest) (*pb.AuthRoleGrantPermissionResponse, error) {
+	return a.c.RoleGrantPermission(ctx, r)
+}
+
+func (a client) AuthEnable(ctx context.Context, r *pb.AuthEnableRequest) (*pb.AuthEnableResponse, error) {
+	return a.c.AuthEnable(ctx, r)
+}
+
 // Setup adds root (password RootPassword, the root role) and alice
 // (password AlicePassword, role "a": read and write on the prefix "a/"),
 // then turns authentication on.
-func Setup(ctx context.Context, s pb.AuthServer) error {
+func Setup(ctx context.Context, s Admin) error {
 	for i, step := range []func() error{
 		func() error {
 			_, err := s.UserAdd(ctx, &pb.AuthUserAddRequest{Name: "root", Password: RootPassword})
