@@ -139,6 +139,12 @@ func TestNATSAuthEtcdUsers(t *testing.T) {
 	default:
 	}
 
+	// revctl, as alice on the bus and in etcd.
+	aliceURL := strings.Replace(p.NATSURL, "nats://", "nats://alice:"+authtest.AlicePassword+"@", 1)
+	if r := runRevctl(t, aliceURL, "--nats-inbox-prefix", natsapi.InboxPrefix("alice"), "--user", "alice:"+authtest.AlicePassword, "put", "a/r", "1"); r.Exit != 0 || r.Stdout != "OK\n" {
+		t.Errorf("revctl put as alice: %+v", r)
+	}
+
 	// A changed password closes alice's connection; the old one does not
 	// bring it back.
 	tok, err := g.Authenticate(ctx, &pb.AuthenticateRequest{Name: "root", Password: authtest.RootPassword})
