@@ -373,7 +373,7 @@ func (c *conn) onData(f *http2.DataFrame) {
 	}
 	s.rbuf = append(s.rbuf, data...)
 	if s.m.stream != nil {
-		var msgs [][]byte
+		var msgs []wireMsg
 		for {
 			msg, ok, err := s.next(c.srv.opts.MaxRecvMsgSize)
 			if err != nil {
@@ -418,9 +418,13 @@ func (c *conn) endOfStream(s *stream) {
 		}
 		return
 	}
-	msg, ok, err := s.next(c.srv.opts.MaxRecvMsgSize)
+	wm, ok, err := s.next(c.srv.opts.MaxRecvMsgSize)
 	if err == nil && !ok {
 		err = errNoMessage
+	}
+	var msg []byte
+	if err == nil {
+		msg, err = s.payload(wm, c.srv.opts.MaxRecvMsgSize)
 	}
 	if err != nil {
 		c.finish(s, status.Convert(err))
@@ -460,11 +464,12 @@ func (c *conn) runUnary(s *stream, msg []byte) {
 		return
 	}
 	data, err := encode(resp.(proto.Message))
-	if err == nil {
-		data, err = s.compress(data)
-	}
 	if err != nil {
-		c.finish(s, status.Convert(err))
+		c.finish(s, status.New(codes.Internal, err.Error()))
+		return
+	}
+	if data, err = s.compress(data); err != nil {
+		c.finish(s, status.Convert(err)) // a status error already
 		return
 	}
 	c.mu.Lock()

@@ -43,7 +43,7 @@ type stream struct {
 	counted     bool           // counted as handled (Options.Stats)
 	stopAfter   func() bool    // undoes the deadline's wake-up (streams only)
 
-	inbox       [][]byte  // received messages of a streaming call
+	inbox       []wireMsg // received messages of a streaming call, as they came
 	recv        sync.Cond // RecvMsg waits here (L is the connection's mu)
 	recvUnacked uint32    // consumed bytes not yet returned with WINDOW_UPDATE
 }
@@ -73,35 +73,44 @@ func (s *stream) newContext() {
 	}
 }
 
-// next cuts the next complete message from rbuf, decompressed. As in
-// grpc-go, the length is checked first, the compressed flag once the whole
-// message is in.
-func (s *stream) next(limit int) (msg []byte, ok bool, err error) {
+// wireMsg is a received message as it came: its payload (compressed when
+// flag is 1) and its flag.
+type wireMsg struct {
+	data []byte
+	flag byte
+}
+
+// next cuts the next complete message from rbuf, as it came: its length is
+// checked as soon as it is known, as grpc-go's parser checks it; its flag
+// and compression (payload) when it is consumed.
+func (s *stream) next(limit int) (msg wireMsg, ok bool, err error) {
 	if len(s.rbuf) < 5 {
-		return nil, false, nil
+		return wireMsg{}, false, nil
 	}
 	size := int(binary.BigEndian.Uint32(s.rbuf[1:5]))
 	if size > limit {
-		return nil, false, errTooLarge(size, limit)
+		return wireMsg{}, false, errTooLarge(size, limit)
 	}
 	if len(s.rbuf) < 5+size {
-		return nil, false, nil
+		return wireMsg{}, false, nil
 	}
-	flag := s.rbuf[0]
-	msg = s.rbuf[5 : 5+size : 5+size]
+	msg = wireMsg{data: s.rbuf[5 : 5+size : 5+size], flag: s.rbuf[0]}
 	s.rbuf = s.rbuf[5+size:]
-	switch {
-	case flag == 0:
-		return msg, true, nil
-	case flag > 1:
-		return nil, false, status.Errorf(codes.Internal, "grpc: received unexpected payload format %d", flag)
-	case !s.gzip:
-		return nil, false, errCompressedIdentity
-	}
-	if msg, err = gunzip(msg, limit); err != nil {
-		return nil, false, err
-	}
 	return msg, true, nil
+}
+
+// payload is m's message: as it came, or decompressed (up to limit bytes),
+// with grpc-go's errors for a flag the stream's encoding does not allow.
+func (s *stream) payload(m wireMsg, limit int) ([]byte, error) {
+	switch {
+	case m.flag == 0:
+		return m.data, nil
+	case m.flag > 1:
+		return nil, status.Errorf(codes.Internal, "grpc: received unexpected payload format %d", m.flag)
+	case !s.gzip:
+		return nil, errCompressedIdentity
+	}
+	return gunzip(m.data, limit)
 }
 
 // asyncDone is the done callback of an async call.
@@ -285,11 +294,12 @@ func (ss *serverStream) RecvMsg(m any) error {
 		}
 		return ss.closedErr()
 	}
-	msg := s.inbox[0]
-	s.inbox[0] = nil
+	wm := s.inbox[0]
+	s.inbox[0] = wireMsg{}
 	s.inbox = s.inbox[1:]
-	// Return the window only as the handler consumes messages.
-	s.recvUnacked += uint32(5 + len(msg))
+	// Return the window only as the handler consumes messages: the bytes
+	// the message took on the wire.
+	s.recvUnacked += uint32(5 + len(wm.data))
 	// Also when nothing else is queued, so that the window left always
 	// fits a whole message, however large. (Returning it only past a
 	// threshold, to spare small messages a WINDOW_UPDATE each, measured
@@ -301,6 +311,10 @@ func (ss *serverStream) RecvMsg(m any) error {
 		c.kickLocked()
 	}
 	c.mu.Unlock()
+	msg, err := s.payload(wm, c.srv.opts.MaxRecvMsgSize)
+	if err != nil {
+		return err
+	}
 	if err := proto.Unmarshal(msg, m.(proto.Message)); err != nil {
 		return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
 	}
