@@ -275,6 +275,16 @@ var authErrors = []struct{ err, grpc error }{
 // commit failed (the server then refuses writes).
 func (s *Server) change(ctx context.Context, req proto.Message, f func() error) error {
 	g := s.auth
+	wasOn := g.mode.Load() == authOn
+	err := s.changeLocked(ctx, req, f)
+	if err == nil && s.opts.OnAuthChange != nil {
+		s.opts.OnAuthChange((g.mode.Load() == authOn) != wasOn)
+	}
+	return err
+}
+
+func (s *Server) changeLocked(ctx context.Context, req proto.Message, f func() error) error {
+	g := s.auth
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err := s.failedErr(); err != nil {

@@ -1,6 +1,9 @@
 package server
 
-import "go.etcd.io/etcd/server/v3/auth"
+import (
+	"go.etcd.io/etcd/server/v3/auth"
+	"google.golang.org/protobuf/proto"
+)
 
 // What the NATS front door's bus authentication (natsapi's etcd users on
 // the embedded server, revd --nats-auth=etcd) asks of the auth store.
@@ -21,6 +24,17 @@ func (s *Server) CheckUser(name, password string) (root bool, err error) {
 	return g.store.IsAdminPermitted(&auth.AuthInfo{Username: name, Revision: rev}) == nil, nil
 }
 
-// AuthRevision is the auth store's revision: it moves at every change of
-// users, roles or permissions, and when authentication is turned on or off.
-func (s *Server) AuthRevision() uint64 { return s.auth.store.Revision() }
+// UserRecord is a fingerprint of a user's record (its password hash and
+// roles), false if there is no such user: it changes when the user's
+// password or roles do.
+func (s *Server) UserRecord(name string) (string, bool) {
+	u := s.auth.be.GetUser(name)
+	if u == nil {
+		return "", false
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(u)
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}

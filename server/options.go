@@ -81,6 +81,12 @@ type Options struct {
 	// verified client certificate.
 	ClientCertAuth bool
 
+	// OnAuthChange, if set, is called after every change of the auth store
+	// (users, roles, permissions, the switch) once it is journaled, before
+	// the change's request is answered, with whether authentication was
+	// turned on or off. natsapi.BusUsers.Recheck is one.
+	OnAuthChange func(switched bool)
+
 	// LeaseClock drives lease deadlines (tests pass a
 	// leaseactor.FakeClock). Default: the real clock.
 	LeaseClock leaseactor.Clock

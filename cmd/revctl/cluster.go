@@ -60,6 +60,13 @@ func memberCommand(r *runner, fs *flagSet) func([]string) error {
 		if subcommand(args[0], "list") == "" {
 			return fmt.Errorf("unknown command %q for \"revctl member\"", args[0])
 		}
+		// etcdctl's IsSerializable, whose message names the get command's
+		// flag by mistake ("l"); revctl names the value given.
+		switch consistency {
+		case "s", "l":
+		default:
+			return exitErrorf(exitBadFeature, "unknown consistency flag %q", consistency)
+		}
 		cc, p, err := r.clusterClient()
 		if err != nil {
 			return err

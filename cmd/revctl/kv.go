@@ -407,9 +407,9 @@ func (r *runner) endpointStatus() error {
 	cancel()
 	var list []epStatus
 	if err != nil {
-		fmt.Fprintf(r.stderr, "Failed to get the status of endpoint %s (%v)\n", r.g.natsURL, err)
+		fmt.Fprintf(r.stderr, "Failed to get the status of endpoint %s (%v)\n", r.endpoint(), err)
 	} else {
-		list = append(list, epStatus{Ep: r.g.natsURL, Resp: resp})
+		list = append(list, epStatus{Ep: r.endpoint(), Resp: resp})
 	}
 	if perr := r.display.EndpointStatus(list); perr != nil {
 		return perr

@@ -9,11 +9,17 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"revd/gateway/natsclient"
 )
 
 // endpoint health, endpoint hashkv and defrag, as etcdctl 3.7.3 runs
 // them, against the one revd behind the NATS URL (the endpoint they
 // print).
+
+// endpoint is the NATS URL the endpoint commands print, its password or
+// token masked.
+func (r *runner) endpoint() string { return natsclient.RedactURLs(r.g.natsURL) }
 
 // epHealth is one endpoint's health; the JSON names are etcdctl's.
 type epHealth struct {
@@ -56,7 +62,7 @@ func (r *runner) endpointHealth() error {
 	defer cancel()
 	start := time.Now()
 	_, err = r.kv.Range(ctx, &pb.RangeRequest{Key: []byte("health")})
-	h := epHealth{Ep: r.g.natsURL, Took: time.Since(start).String()}
+	h := epHealth{Ep: r.endpoint(), Took: time.Since(start).String()}
 	if err == nil || errors.Is(err, rpctypes.ErrPermissionDenied) {
 		h.Health = true
 	} else {
@@ -99,9 +105,9 @@ func (r *runner) endpointHashKV(rev int64) error {
 	cancel()
 	var list []epHashKV
 	if err != nil {
-		fmt.Fprintf(r.stderr, "Failed to get the hash of endpoint %s (%v)\n", r.g.natsURL, err)
+		fmt.Fprintf(r.stderr, "Failed to get the hash of endpoint %s (%v)\n", r.endpoint(), err)
 	} else {
-		list = append(list, epHashKV{Ep: r.g.natsURL, Resp: resp})
+		list = append(list, epHashKV{Ep: r.endpoint(), Resp: resp})
 	}
 	if perr := r.display.(maintenancePrinter).EndpointHashKV(list); perr != nil {
 		return perr
@@ -122,10 +128,10 @@ func defragCommand(r *runner, fs *flagSet) func([]string) error {
 		took := time.Since(start)
 		cancel()
 		if err != nil {
-			fmt.Fprintf(r.stderr, "Failed to defragment etcd member[%s]. took %s. (%v)\n", r.g.natsURL, took, err)
+			fmt.Fprintf(r.stderr, "Failed to defragment etcd member[%s]. took %s. (%v)\n", r.endpoint(), took, err)
 			return &exitErr{code: exitError, err: errSilent}
 		}
-		fmt.Fprintf(r.stdout, "Finished defragmenting etcd member[%s]. took %s\n", r.g.natsURL, took)
+		fmt.Fprintf(r.stdout, "Finished defragmenting etcd member[%s]. took %s\n", r.endpoint(), took)
 		return nil
 	}
 }

@@ -47,8 +47,9 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	// The store opens after NATS starts (it publishes on the feed); until
 	// then the bus's etcd users (--nats-auth=etcd) cannot be checked, and
 	// clients are refused.
-	var busUsers atomic.Pointer[server.Server]
-	nc, ns, stopNATS, err := connectNATS(cfg, log, &busUsers)
+	var store atomic.Pointer[server.Server]
+	busUsers := newBusUsers(cfg, &store)
+	nc, ns, stopNATS, err := connectNATS(cfg, log, busUsers)
 	if err != nil {
 		return err
 	}
@@ -83,6 +84,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		Logger:                log,
 		Feed:                  feed,
 		WatchProgressInterval: cfg.watchProgressInterval,
+		OnAuthChange:          busUsers.Recheck,
 	})
 	if err != nil {
 		return err
@@ -93,10 +95,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		}
 	}()
 	mets.SetSource(srv)
-	busUsers.Store(srv)
-	if ns != nil && cfg.natsAuth == natsAuthEtcd {
-		go recheckBusUsers(ctx, ns, srv, time.Second/4)
-	}
+	store.Store(srv)
 	// TLS once the store has checked and locked the data directory:
 	// --auto-tls writes its certificate there.
 	if err := bound.secure(cfg, log); err != nil {
@@ -273,7 +272,7 @@ func stopGRPC(gs grpcServer) {
 
 // connectNATS connects to --nats-url, or starts the embedded NATS server
 // (returned, nil otherwise) and connects to it in-process.
-func connectNATS(cfg *config, log *slog.Logger, busUsers *atomic.Pointer[server.Server]) (*nats.Conn, *natsserver.Server, func(), error) {
+func connectNATS(cfg *config, log *slog.Logger, busUsers *natsapi.BusUsers) (*nats.Conn, *natsserver.Server, func(), error) {
 	if cfg.natsURL != "" {
 		opts, err := cfg.natsSecurity.Options()
 		if err != nil {
@@ -292,18 +291,7 @@ func connectNATS(cfg *config, log *slog.Logger, busUsers *atomic.Pointer[server.
 	internal := base64.RawURLEncoding.EncodeToString(secret)
 	eopts := natsapi.EmbeddedOptions{Listen: cfg.natsListen, Logger: log.With("component", "nats"),
 		Username: cfg.natsUser, Password: cfg.natsPassword, InternalPassword: internal, SubjectPrefix: cfg.natsSubjectRoot}
-	if cfg.natsAuth == natsAuthEtcd {
-		eopts.CheckUser = func(user, password string) (bool, error) {
-			if srv := busUsers.Load(); srv != nil {
-				return srv.CheckUser(user, password)
-			}
-			return false, errStoreNotOpen
-		}
-		eopts.AuthOn = func() bool {
-			srv := busUsers.Load()
-			return srv == nil || srv.AuthEnabled()
-		}
-	}
+	eopts.Users = busUsers
 	ns, err := natsapi.StartEmbedded(eopts)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("starting the embedded NATS server on %s: %w", cfg.natsListen, err)
@@ -322,27 +310,30 @@ func connectNATS(cfg *config, log *slog.Logger, busUsers *atomic.Pointer[server.
 // errStoreNotOpen refuses a bus client before the store is open.
 var errStoreNotOpen = errors.New("revd: the store is not open yet")
 
-// recheckBusUsers makes the embedded server's clients connect again, and be
-// checked again, whenever etcd's users, roles or authentication switch
-// change (--nats-auth=etcd), until ctx ends.
-func recheckBusUsers(ctx context.Context, ns *natsserver.Server, srv *server.Server, every time.Duration) {
-	type state struct {
-		on  bool
-		rev uint64
+// newBusUsers returns the embedded NATS server's etcd users
+// (--nats-auth=etcd), nil otherwise, checked against the store once it is
+// open: until then clients are refused.
+func newBusUsers(cfg *config, store *atomic.Pointer[server.Server]) *natsapi.BusUsers {
+	if cfg.natsAuth != natsAuthEtcd {
+		return nil
 	}
-	seen := state{srv.AuthEnabled(), srv.AuthRevision()}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if now := (state{srv.AuthEnabled(), srv.AuthRevision()}); now != seen {
-			seen = now
-			natsapi.DisconnectClients(ns)
-		}
+	return &natsapi.BusUsers{
+		CheckPassword: func(user, password string) (bool, error) {
+			if srv := store.Load(); srv != nil {
+				return srv.CheckUser(user, password)
+			}
+			return false, errStoreNotOpen
+		},
+		On: func() bool {
+			srv := store.Load()
+			return srv == nil || srv.AuthEnabled()
+		},
+		Record: func(user string) (string, bool) {
+			if srv := store.Load(); srv != nil {
+				return srv.UserRecord(user)
+			}
+			return "", false
+		},
 	}
 }
 

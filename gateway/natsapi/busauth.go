@@ -5,25 +5,50 @@ import (
 	"errors"
 	"log/slog"
 	"regexp"
+	"sync"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// etcd's users on the bus (EmbeddedOptions.CheckUser): while etcd's
-// authentication is on, a client of the embedded NATS server connects as
-// one of etcd's users, with that user's password, and may only publish
-// revd's requests and subscribe to its own inboxes ("_INBOX_<user>.>": its
-// client must use that inbox prefix) and, for users with the root role, to
-// the commit feed. So no user reads another's replies and watch responses,
-// the feed's every change, or the passwords other users send. While
-// authentication is off, clients connect as anyone (or no one) and may do
-// anything but serve revd's subjects and publish on the feed. revd's own
-// connection is InternalUser. DisconnectClients makes clients connect (and
-// be checked) again after a change of users, roles or the auth switch.
+// BusUsers puts etcd's users on the embedded NATS server's bus
+// (EmbeddedOptions.Users; revd --nats-auth=etcd). While etcd's
+// authentication is on, a client connects as one of etcd's users, with that
+// user's password, and may only publish revd's requests and subscribe to
+// its own inboxes ("_INBOX_<user>.>": its client must use that inbox
+// prefix) and, for users with the root role, to the commit feed. So no user
+// reads another's replies and watch responses, the feed's every change, or
+// the passwords other users send. While authentication is off, clients
+// connect as anyone (or no one) and may do anything but serve revd's
+// subjects and publish on the feed. revd's own connection is InternalUser.
+// Recheck closes the connections a change of the auth store no longer
+// allows; their clients connect again and are checked again.
+type BusUsers struct {
+	// CheckPassword checks a user's password and reports whether the user
+	// has the root role.
+	CheckPassword func(user, password string) (root bool, err error)
+	// On reports whether etcd's authentication is on.
+	On func() bool
+	// Record returns a fingerprint of a user's record (its password and
+	// roles), false if there is no such user: a connection whose user's
+	// fingerprint changes is closed at the next Recheck.
+	Record func(user string) (string, bool)
 
-// ErrCheckUserOptions refuses CheckUser without InternalPassword, or with
+	// Set by StartEmbedded.
+	ns       *server.Server
+	internal []byte // InternalUser's password
+	prefix   string
+	log      *slog.Logger
+
+	mu    sync.Mutex
+	own   map[uint64]bool    // revd's own connections, by client id
+	users map[uint64]busConn // connections made as etcd users
+}
+
+type busConn struct{ user, record string }
+
+// ErrBusUsersOptions refuses Users without InternalPassword, or with
 // Username: the bus has etcd's users, or one of its own.
-var ErrCheckUserOptions = errors.New("natsapi: embedded NATS server: etcd's users on the bus need InternalPassword, and exclude Username")
+var ErrBusUsersOptions = errors.New("natsapi: embedded NATS server: etcd's users on the bus need InternalPassword, CheckPassword, On and Record, and exclude Username")
 
 // InboxPrefix is the inbox prefix a client connecting as user must use
 // (nats.CustomInboxPrefix) while etcd's users are on the bus.
@@ -45,55 +70,91 @@ func userPermissions(prefix, user string, root bool) *server.Permissions {
 	}
 }
 
-// etcdUsers is the embedded server's client authentication with etcd's
-// users.
-type etcdUsers struct {
-	internal []byte // InternalUser's password
-	prefix   string
-	check    func(user, password string) (root bool, err error)
-	authOn   func() bool
-	log      *slog.Logger
-}
-
-// Check implements server.Authentication.
-func (a *etcdUsers) Check(c server.ClientAuthentication) bool {
+// Check implements server.Authentication. Only a user name and password
+// are taken: a client that presents an nkey, a JWT or a token is refused
+// (nats-server would report those, not the user checked here).
+func (u *BusUsers) Check(c server.ClientAuthentication) bool {
 	o := c.GetOpts()
+	if o.Nkey != "" || o.JWT != "" || o.Token != "" || o.Sig != "" {
+		return false
+	}
 	if o.Username == InternalUser {
-		if subtle.ConstantTimeCompare([]byte(o.Password), a.internal) != 1 {
+		if subtle.ConstantTimeCompare([]byte(o.Password), u.internal) != 1 {
 			return false
 		}
+		u.mu.Lock()
+		u.own[c.GetID()] = true
+		u.mu.Unlock()
 		c.RegisterUser(&server.User{Username: InternalUser})
 		return true
 	}
-	if !a.authOn() {
-		c.RegisterUser(&server.User{Username: o.Username, Permissions: clientPermissions(a.prefix)})
+	if !u.On() {
+		c.RegisterUser(&server.User{Username: o.Username, Permissions: clientPermissions(u.prefix)})
 		return true
 	}
 	if !busUserName.MatchString(o.Username) {
-		a.log.Warn("nats: refused a client: etcd's authentication is on, and it did not connect as one of etcd's users whose name can stand in a subject ([A-Za-z0-9_-])",
+		u.log.Warn("nats: refused a client: etcd's authentication is on, and it did not connect as one of etcd's users whose name can stand in a subject ([A-Za-z0-9_-])",
 			"user", o.Username, "remote", c.RemoteAddress())
 		return false
 	}
-	root, err := a.check(o.Username, o.Password)
+	root, err := u.CheckPassword(o.Username, o.Password)
 	if err != nil {
-		a.log.Info("nats: refused a client", "user", o.Username, "remote", c.RemoteAddress(), "err", err)
+		u.log.Info("nats: refused a client", "user", o.Username, "remote", c.RemoteAddress(), "err", err)
 		return false
 	}
-	c.RegisterUser(&server.User{Username: o.Username, Permissions: userPermissions(a.prefix, o.Username, root)})
+	record, ok := u.Record(o.Username)
+	if !ok {
+		return false
+	}
+	u.mu.Lock()
+	u.users[c.GetID()] = busConn{user: o.Username, record: record}
+	u.mu.Unlock()
+	c.RegisterUser(&server.User{Username: o.Username, Permissions: userPermissions(u.prefix, o.Username, root)})
 	return true
 }
 
-// DisconnectClients closes the connection of every client of ns but revd's
-// own, so that each connects again (nats.go does by itself) and is checked
-// against etcd's users as they are now.
-func DisconnectClients(ns *server.Server) {
-	cz, err := ns.Connz(&server.ConnzOptions{Username: true, Limit: 1 << 30})
+// Recheck closes, after a change of the auth store, the client connections
+// it no longer allows: every one but revd's own when authentication was
+// turned on or off (switched); otherwise those whose user was deleted or
+// had its password or roles changed, and any made without a user while
+// authentication is on.
+// A nil BusUsers has nothing to check.
+func (u *BusUsers) Recheck(switched bool) {
+	if u == nil || u.ns == nil {
+		return
+	}
+	cz, err := u.ns.Connz(&server.ConnzOptions{Limit: 1 << 30})
 	if err != nil {
 		return
 	}
+	on := u.On()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	live := make(map[uint64]bool, len(cz.Conns))
 	for _, ci := range cz.Conns {
-		if ci.AuthorizedUser != InternalUser {
-			ns.DisconnectClientByID(ci.Cid)
+		live[ci.Cid] = true
+		if u.own[ci.Cid] {
+			continue
+		}
+		bc, isUser := u.users[ci.Cid]
+		keep := !switched && (isUser || !on)
+		if keep && isUser {
+			record, ok := u.Record(bc.user)
+			keep = ok && record == bc.record
+		}
+		if !keep {
+			u.ns.DisconnectClientByID(ci.Cid)
+			delete(u.users, ci.Cid)
+		}
+	}
+	for cid := range u.own {
+		if !live[cid] {
+			delete(u.own, cid)
+		}
+	}
+	for cid := range u.users {
+		if !live[cid] {
+			delete(u.users, cid)
 		}
 	}
 }

@@ -66,12 +66,9 @@ type EmbeddedOptions struct {
 	// permissions. Default DefaultSubjectPrefix.
 	SubjectPrefix string
 
-	// CheckUser, with InternalPassword and without Username, puts etcd's
-	// users on the bus (busauth.go): while AuthOn reports etcd's
-	// authentication on, clients connect as etcd users, whose passwords
-	// CheckUser checks (reporting whether the user has the root role).
-	CheckUser func(user, password string) (root bool, err error)
-	AuthOn    func() bool
+	// Users, with InternalPassword and without Username, puts etcd's
+	// users on the bus (see BusUsers).
+	Users *BusUsers
 }
 
 // InternalUser is the user of revd's own connection to the embedded
@@ -160,6 +157,9 @@ func StartEmbedded(opts EmbeddedOptions) (*server.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("natsapi: embedded NATS server: %w", err)
 	}
+	if opts.Users != nil {
+		opts.Users.ns = ns
+	}
 	lg := newServerLogger(opts.Logger)
 	ns.SetLoggerV2(lg, lg.debug, false, false)
 	ns.Start()
@@ -241,12 +241,13 @@ func (opts EmbeddedOptions) authorize(sopts *server.Options) error {
 		}
 		password = h
 	}
-	if opts.CheckUser != nil {
-		if opts.InternalPassword == "" || opts.Username != "" || opts.AuthOn == nil {
-			return ErrCheckUserOptions
+	if u := opts.Users; u != nil {
+		if opts.InternalPassword == "" || opts.Username != "" || u.CheckPassword == nil || u.On == nil || u.Record == nil {
+			return ErrBusUsersOptions
 		}
-		sopts.CustomClientAuthentication = &etcdUsers{internal: []byte(opts.InternalPassword), prefix: opts.prefix(),
-			check: opts.CheckUser, authOn: opts.AuthOn, log: loggerOrDiscard(opts.Logger)}
+		u.internal, u.prefix, u.log = []byte(opts.InternalPassword), opts.prefix(), loggerOrDiscard(opts.Logger)
+		u.own, u.users = map[uint64]bool{}, map[uint64]busConn{}
+		sopts.CustomClientAuthentication = u
 		return nil
 	}
 	if opts.InternalPassword == "" {

@@ -130,9 +130,9 @@ func TestEmbeddedKeepsRevdSubjects(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer ns.Shutdown()
-		try := func(who string, opts ...nats.Option) (violations int) {
-			errs := make(chan error, 10)
-			nc, err := nats.Connect(ns.ClientURL(), append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))...)
+		try := func(who string, want int, opts ...nats.Option) int {
+			var v violationCounter
+			nc, err := nats.Connect(ns.ClientURL(), append(opts, nats.ErrorHandler(v.handler))...)
 			if err != nil {
 				t.Fatalf("%s: %v", who, err)
 			}
@@ -145,27 +145,16 @@ func TestEmbeddedKeepsRevdSubjects(t *testing.T) {
 			if err := nc.Flush(); err != nil {
 				t.Fatalf("%s: %v", who, err)
 			}
-			time.Sleep(200 * time.Millisecond) // the violations are asynchronous
-			for {
-				select {
-				case err := <-errs:
-					if !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
-						t.Errorf("%s: %v", who, err)
-					}
-					violations++
-				default:
-					return violations
-				}
-			}
+			return v.wait(want)
 		}
 		client := []nats.Option{}
 		if user != "" {
 			client = append(client, nats.UserInfo("app", "pw"))
 		}
-		if n := try("client "+user, client...); n != 2 {
+		if n := try("client "+user, 2, client...); n != 2 {
 			t.Errorf("client %q: %d permissions violations, want 2 (publishing on x.feed, subscribing to x.kv.put)", user, n)
 		}
-		if n := try("revd", nats.UserInfo(natsapi.InternalUser, "internal-pw")); n != 0 {
+		if n := try("revd", 0, nats.UserInfo(natsapi.InternalUser, "internal-pw")); n != 0 {
 			t.Errorf("revd's own user: %d permissions violations, want none", n)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -291,8 +292,8 @@ func (s *Service) Info() micro.Info { return s.svc.Info() }
 // starts the call.
 func (s *Service) dispatch(subject string, ep endpoint, req micro.Request) {
 	reply := req.Reply()
-	if reply == "" {
-		s.log.Warn("dropping a request without a reply subject", "subject", subject)
+	if reply == "" || ownSubject(s.opts.SubjectPrefix, reply) {
+		s.log.Warn("dropping a request without a reply subject, or with one of revd's own", "subject", subject, "reply", reply)
 		return
 	}
 	payload := req.Data() // nats.go gives every message its own buffer
@@ -443,4 +444,11 @@ func endpointName(endpoint string) string {
 		}
 	}
 	return string(b)
+}
+
+// ownSubject reports whether subject is one of revd's own (its service's,
+// its feed's, the micro service's discovery's), where revd must not publish
+// on a client's say-so: a request's reply subject, a watch session's inbox.
+func ownSubject(prefix, subject string) bool {
+	return subject == prefix || strings.HasPrefix(subject, prefix+".") || strings.HasPrefix(subject, "$SRV.")
 }

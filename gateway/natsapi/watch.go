@@ -153,14 +153,15 @@ func (k *natsSink) publish(r *pb.WatchResponse) error {
 
 // watchSessions serves the watch endpoints of one Service.
 type watchSessions struct {
-	nc   *nats.Conn
-	srv  WatchServer
-	ttl  time.Duration
-	log  *slog.Logger
-	mu   sync.Mutex
-	m    map[string]*session
-	stop chan struct{}
-	done chan struct{}
+	nc     *nats.Conn
+	prefix string // revd's subject prefix: no session's inbox lies under it
+	srv    WatchServer
+	ttl    time.Duration
+	log    *slog.Logger
+	mu     sync.Mutex
+	m      map[string]*session
+	stop   chan struct{}
+	done   chan struct{}
 }
 
 func newWatchSessions(nc *nats.Conn, srv WatchServer, ttl time.Duration, log *slog.Logger) *watchSessions {
@@ -212,6 +213,10 @@ func (w *watchSessions) create(req micro.Request) {
 		inbox := req.Headers().Get(HeaderWatchInbox)
 		if inbox == "" {
 			reply(req, status.Errorf(codes.InvalidArgument, "natsapi: a new watch session needs the %s header", HeaderWatchInbox))
+			return
+		}
+		if ownSubject(w.prefix, inbox) {
+			reply(req, status.Errorf(codes.InvalidArgument, "natsapi: a watch session's %s may not be one of revd's own subjects (%s)", HeaderWatchInbox, inbox))
 			return
 		}
 		owner, err := w.caller(req)
@@ -344,9 +349,18 @@ func (s *Service) addWatchEndpoints(svc micro.Service) error {
 		return nil
 	}
 	s.watch = newWatchSessions(s.nc, s.opts.Watch, s.opts.WatchSessionTTL, s.log)
+	s.watch.prefix = s.opts.SubjectPrefix
 	for name, h := range s.watch.endpoints() {
 		subject := Subject(s.opts.SubjectPrefix, name)
-		if err := svc.AddEndpoint(endpointName(name), h, micro.WithEndpointSubject(subject)); err != nil {
+		h := h
+		guarded := micro.HandlerFunc(func(req micro.Request) {
+			if ownSubject(s.opts.SubjectPrefix, req.Reply()) {
+				s.log.Warn("dropping a request whose reply subject is revd's own", "subject", subject, "reply", req.Reply())
+				return
+			}
+			h(req)
+		})
+		if err := svc.AddEndpoint(endpointName(name), guarded, micro.WithEndpointSubject(subject)); err != nil {
 			return fmt.Errorf("natsapi: add endpoint %s: %w", subject, err)
 		}
 	}

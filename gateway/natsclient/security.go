@@ -89,14 +89,19 @@ func (s Security) Options() ([]nats.Option, error) {
 func RedactURLs(urls string) string {
 	parts := strings.Split(urls, ",")
 	for i, p := range parts {
-		u, err := url.Parse(strings.TrimSpace(p))
+		p = strings.TrimSpace(p)
+		scheme := "" // nats.go takes "user:pw@host:port" as nats://
+		if !strings.Contains(p, "://") {
+			scheme = "nats://"
+		}
+		u, err := url.Parse(scheme + p)
 		if err != nil || u.User == nil {
 			continue
 		}
 		if _, hasPassword := u.User.Password(); !hasPassword {
 			u.User = url.User("xxxxx")
 		}
-		parts[i] = u.Redacted()
+		parts[i] = strings.TrimPrefix(u.Redacted(), scheme)
 	}
 	return strings.Join(parts, ",")
 }

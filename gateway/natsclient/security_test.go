@@ -55,6 +55,8 @@ func TestRedactURLs(t *testing.T) {
 		"nats://u:pw@h:4222":                               "nats://u:xxxxx@h:4222",
 		"nats://s3cr3tToken@h:4222":                        "nats://xxxxx@h:4222",
 		"tls://u:pw@a:4222,nats://b:4222,nats://t0ken@c:1": "tls://u:xxxxx@a:4222,nats://b:4222,nats://xxxxx@c:1",
+		"u:pw@h:4222":                                      "u:xxxxx@h:4222",
+		"h:4222":                                           "h:4222",
 	} {
 		if got := RedactURLs(in); got != want {
 			t.Errorf("RedactURLs(%q) = %q, want %q", in, got, want)

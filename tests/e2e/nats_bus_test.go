@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/protobuf/proto"
 
 	"revd/actors/watch"
 	"revd/gateway/natsapi"
@@ -22,7 +23,9 @@ import (
 // publish on the feed (so watchers never see a commit revd did not make)
 // nor subscribe to revd's service subjects (where other clients' requests,
 // passwords included, travel); the server refuses both with a permissions
-// violation, and a gRPC watcher sees only revd's own events.
+// violation; nor may it have revd publish on the feed for it (as a reply
+// subject, or a watch session's inbox); and a gRPC watcher sees only
+// revd's own events.
 func TestNATSClientsCannotForgeCommitsOrServe(t *testing.T) {
 	p := testutil.StartRevd(t, testutil.Options{})
 	violations := make(chan error, 10)
@@ -78,6 +81,20 @@ func TestNATSClientsCannotForgeCommitsOrServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantViolation("serving revd.kv.put")
+
+	// Nor may a client have revd publish there for it: a request whose
+	// reply subject is the feed is dropped, a watch session whose inbox is
+	// the feed refused.
+	rr, _ := proto.Marshal(&pb.RangeRequest{Key: []byte("k")})
+	if err := nc.PublishRequest("revd.kv.range", "revd.feed", rr); err != nil {
+		t.Fatal(err)
+	}
+	wc := nats.NewMsg("revd.watch.create")
+	wc.Data, _ = proto.Marshal(&pb.WatchCreateRequest{Key: []byte("k")})
+	wc.Header.Set(natsapi.HeaderWatchInbox, "revd.feed")
+	if r, err := nc.RequestMsg(wc, 10*time.Second); err != nil || r.Header.Get("Nats-Service-Error-Code") != "3" {
+		t.Fatalf("a watch session on the feed's subject: %v, %v; want InvalidArgument", r, err)
+	}
 
 	// Requests still work, and the watcher and the feed get the real put.
 	if _, err := c.KV.Put(ctx, &pb.PutRequest{Key: []byte("k"), Value: []byte("real")}); err != nil {

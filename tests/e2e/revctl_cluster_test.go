@@ -93,6 +93,12 @@ func TestRevctlClusterCommandsAsEtcdctl(t *testing.T) {
 		}
 	}
 	same([]string{"alarm", "list", "extra"}, etcdctl(t, ctl, etcdEP, "", "alarm", "list", "extra"), revctl("alarm", "list", "extra"))
+	// A bad --consistency: etcdctl's exit code; its message names the get
+	// command's flag (etcdctl 3.7.3 prints "l" here), revctl's the value.
+	if want, got := etcdctl(t, ctl, etcdEP, "", "member", "list", "--consistency=x"), revctl("member", "list", "--consistency=x"); got.Exit != want.Exit ||
+		got.Stderr != "Error: unknown consistency flag \"x\"\n" {
+		t.Errorf("member list --consistency=x: revctl %+v, etcdctl %+v", got, want)
+	}
 	if r := revctl("alarm", "list"); r.Stdout == "" || r.Exit != 0 {
 		t.Errorf("revctl alarm list with the alarm armed: %+v", r)
 	}
