@@ -274,41 +274,44 @@ var authErrors = []struct{ err, grpc error }{
 // call journals the change, and returns the journal's failure if that
 // commit failed (the server then refuses writes).
 func (s *Server) change(ctx context.Context, req proto.Message, f func() error) error {
-	g := s.auth
-	wasOn := g.mode.Load() == authOn
-	err := s.changeLocked(ctx, req, f)
-	if err == nil && s.opts.OnAuthChange != nil {
-		s.opts.OnAuthChange((g.mode.Load() == authOn) != wasOn)
+	ran, switched, err := s.changeLocked(ctx, req, f)
+	if ran && s.opts.OnAuthChange != nil {
+		s.opts.OnAuthChange(switched)
 	}
 	return err
 }
 
-func (s *Server) changeLocked(ctx context.Context, req proto.Message, f func() error) error {
+// changeLocked is change under the gate's lock: ran says f was called (it
+// may have changed the store even if it failed), switched that the mode
+// moved meanwhile (authentication turned on or off, or broken).
+func (s *Server) changeLocked(ctx context.Context, req proto.Message, f func() error) (ran, switched bool, err error) {
 	g := s.auth
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err := s.failedErr(); err != nil {
-		return err
+		return false, false, err
 	}
 	if g.mode.Load() == authBroken {
-		return errAuthBroken
+		return false, false, errAuthBroken
 	}
 	ai, err := g.authInfo(ctx)
 	if err != nil {
-		return authError(err)
+		return false, false, authError(err)
 	}
 	if err := s.checkSize(irFieldOf(req), req, ai); err != nil {
-		return err
+		return false, false, err
 	}
 	if err := g.store.IsAdminPermitted(ai); err != nil {
-		return authError(err)
+		return false, false, authError(err)
 	}
+	before := g.mode.Load()
 	err = f()
 	g.setMode()
-	if g.mode.Load() == authBroken {
-		return errAuthBroken
+	after := g.mode.Load()
+	if after == authBroken {
+		return true, true, errAuthBroken
 	}
-	return authError(err)
+	return true, before != after, authError(err)
 }
 
 // closeAuth stops the token provider's timers.

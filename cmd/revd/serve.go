@@ -49,12 +49,12 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	// clients are refused.
 	var store atomic.Pointer[server.Server]
 	busUsers := newBusUsers(cfg, &store)
-	nc, ns, stopNATS, err := connectNATS(cfg, log, busUsers)
+	feedNC, nc, ns, stopNATS, err := connectNATS(cfg, log, busUsers)
 	if err != nil {
 		return err
 	}
 	defer stopNATS()
-	feed := natsapi.NewFeed(nc, cfg.natsSubjectRoot, log.With("component", "feed"))
+	feed := natsapi.NewFeed(feedNC, cfg.natsSubjectRoot, log.With("component", "feed"))
 	if ns != nil {
 		feed.SkipWithoutInterest(natsapi.EmbeddedInterest(ns))
 	}
@@ -271,21 +271,26 @@ func stopGRPC(gs grpcServer) {
 }
 
 // connectNATS connects to --nats-url, or starts the embedded NATS server
-// (returned, nil otherwise) and connects to it in-process.
-func connectNATS(cfg *config, log *slog.Logger, busUsers *natsapi.BusUsers) (*nats.Conn, *natsserver.Server, func(), error) {
+// (returned, nil otherwise) and connects to it in-process. It returns the
+// connection the commit feed is published on and the NATS API's: on the
+// embedded server two, revd's own users (natsapi.InternalUser and
+// ServiceUser, whose connection may not publish on the feed); on another
+// server one, both.
+func connectNATS(cfg *config, log *slog.Logger, busUsers *natsapi.BusUsers) (feedNC, svcNC *nats.Conn, _ *natsserver.Server, stop func(), _ error) {
 	if cfg.natsURL != "" {
 		opts, err := cfg.natsSecurity.Options()
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		nc, err := nats.Connect(cfg.natsURL, append(opts, nats.Name("revd "+cfg.name), nats.MaxReconnects(-1))...)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("connecting to NATS at %s: %w", natsclient.RedactURLs(cfg.natsURL), err)
+			return nil, nil, nil, nil, fmt.Errorf("connecting to NATS at %s: %w", natsclient.RedactURLs(cfg.natsURL), err)
 		}
-		return nc, nil, func() { nc.Drain() }, nil
+		return nc, nc, nil, func() { nc.Drain() }, nil
 	}
-	// revd's own connection has a user of its own, drawn now; clients may
-	// not publish on the commit feed nor serve revd's subjects.
+	// revd's own connections have users of their own, with a password
+	// drawn now; clients may not publish on the commit feed nor serve
+	// revd's subjects.
 	secret := make([]byte, 24)
 	rand.Read(secret)
 	internal := base64.RawURLEncoding.EncodeToString(secret)
@@ -294,15 +299,29 @@ func connectNATS(cfg *config, log *slog.Logger, busUsers *natsapi.BusUsers) (*na
 	eopts.Users = busUsers
 	ns, err := natsapi.StartEmbedded(eopts)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("starting the embedded NATS server on %s: %w", cfg.natsListen, err)
+		return nil, nil, nil, nil, fmt.Errorf("starting the embedded NATS server on %s: %w", cfg.natsListen, err)
 	}
-	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name("revd "+cfg.name), nats.UserInfo(natsapi.InternalUser, internal))
+	connect := func(user string) (*nats.Conn, error) {
+		nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name("revd "+cfg.name), nats.UserInfo(user, internal))
+		if err != nil {
+			return nil, fmt.Errorf("connecting to the embedded NATS server: %w", err)
+		}
+		return nc, nil
+	}
+	feedNC, err = connect(natsapi.InternalUser)
+	if err == nil {
+		svcNC, err = connect(natsapi.ServiceUser)
+	}
 	if err != nil {
-		ns.Shutdown()
-		return nil, nil, nil, fmt.Errorf("connecting to the embedded NATS server: %w", err)
+		if feedNC != nil {
+			feedNC.Close()
+		}
+		shutdownNATS(ns)
+		return nil, nil, nil, nil, err
 	}
-	return nc, ns, func() {
-		nc.Close()
+	return feedNC, svcNC, ns, func() {
+		svcNC.Close()
+		feedNC.Close()
 		shutdownNATS(ns)
 	}, nil
 }

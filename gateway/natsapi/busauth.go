@@ -19,7 +19,8 @@ import (
 // reads another's replies and watch responses, the feed's every change, or
 // the passwords other users send. While authentication is off, clients
 // connect as anyone (or no one) and may do anything but serve revd's
-// subjects and publish on the feed. revd's own connection is InternalUser.
+// subjects and publish on the feed. revd's own connections are
+// InternalUser and ServiceUser.
 // Recheck closes the connections a change of the auth store no longer
 // allows; their clients connect again and are checked again.
 type BusUsers struct {
@@ -78,14 +79,18 @@ func (u *BusUsers) Check(c server.ClientAuthentication) bool {
 	if o.Nkey != "" || o.JWT != "" || o.Token != "" || o.Sig != "" {
 		return false
 	}
-	if o.Username == InternalUser {
+	if o.Username == InternalUser || o.Username == ServiceUser {
 		if subtle.ConstantTimeCompare([]byte(o.Password), u.internal) != 1 {
 			return false
 		}
 		u.mu.Lock()
 		u.own[c.GetID()] = true
 		u.mu.Unlock()
-		c.RegisterUser(&server.User{Username: InternalUser})
+		var perms *server.Permissions
+		if o.Username == ServiceUser {
+			perms = servicePermissions(u.prefix)
+		}
+		c.RegisterUser(&server.User{Username: o.Username, Permissions: perms})
 		return true
 	}
 	if !u.On() {
@@ -97,13 +102,16 @@ func (u *BusUsers) Check(c server.ClientAuthentication) bool {
 			"user", o.Username, "remote", c.RemoteAddress())
 		return false
 	}
+	// The record first: if the user changes while the password is
+	// checked, the record kept is the old one, and the Recheck that follows
+	// the change closes the connection.
+	record, ok := u.Record(o.Username)
+	if !ok {
+		return false
+	}
 	root, err := u.CheckPassword(o.Username, o.Password)
 	if err != nil {
 		u.log.Info("nats: refused a client", "user", o.Username, "remote", c.RemoteAddress(), "err", err)
-		return false
-	}
-	record, ok := u.Record(o.Username)
-	if !ok {
 		return false
 	}
 	u.mu.Lock()

@@ -71,17 +71,30 @@ type EmbeddedOptions struct {
 	Users *BusUsers
 }
 
-// InternalUser is the user of revd's own connection to the embedded
-// server when EmbeddedOptions.InternalPassword is set.
-const InternalUser = "_revd_internal"
+// The users of revd's own connections to the embedded server when
+// EmbeddedOptions.InternalPassword is set (both with that password):
+// InternalUser may do anything (revd publishes the commit feed with it);
+// ServiceUser, the NATS API's, anything but publish on the feed, so that no
+// client can have the service (micro's discovery handlers answer any reply
+// subject) publish there.
+const (
+	InternalUser = "_revd_internal"
+	ServiceUser  = "_revd_service"
+)
 
 // anonymousUser is the user clients that present no credentials are
 // mapped to when EmbeddedOptions.InternalPassword is set and Username is
 // not (nats-server's no_auth_user).
 const anonymousUser = "_revd_client"
 
-// ErrInternalUserName refuses EmbeddedOptions.Username InternalUser.
-var ErrInternalUserName = errors.New("natsapi: embedded NATS server: " + InternalUser + " is revd's own user name")
+// ErrInternalUserName refuses EmbeddedOptions.Username InternalUser or
+// ServiceUser.
+var ErrInternalUserName = errors.New("natsapi: embedded NATS server: " + InternalUser + " and " + ServiceUser + " are revd's own user names")
+
+// servicePermissions are ServiceUser's.
+func servicePermissions(prefix string) *server.Permissions {
+	return &server.Permissions{Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{Subject(prefix, FeedEndpoint)}}}
+}
 
 // clientPermissions are the permissions of clients when revd's own
 // subjects are kept (EmbeddedOptions.InternalPassword).
@@ -254,7 +267,7 @@ func (opts EmbeddedOptions) authorize(sopts *server.Options) error {
 		sopts.Username, sopts.Password = opts.Username, password
 		return nil
 	}
-	if opts.Username == InternalUser {
+	if opts.Username == InternalUser || opts.Username == ServiceUser {
 		return ErrInternalUserName
 	}
 	prefix := opts.prefix()
@@ -267,7 +280,8 @@ func (opts EmbeddedOptions) authorize(sopts *server.Options) error {
 		client.Username = anonymousUser
 		sopts.NoAuthUser = anonymousUser
 	}
-	sopts.Users = []*server.User{{Username: InternalUser, Password: internal}, client}
+	sopts.Users = []*server.User{{Username: InternalUser, Password: internal},
+		{Username: ServiceUser, Password: internal, Permissions: servicePermissions(prefix)}, client}
 	return nil
 }
 

@@ -157,6 +157,9 @@ func TestEmbeddedKeepsRevdSubjects(t *testing.T) {
 		if n := try("revd", 0, nats.UserInfo(natsapi.InternalUser, "internal-pw")); n != 0 {
 			t.Errorf("revd's own user: %d permissions violations, want none", n)
 		}
+		if n := try("revd's service", 1, nats.UserInfo(natsapi.ServiceUser, "internal-pw")); n != 1 {
+			t.Errorf("revd's service user: %d permissions violations, want 1 (publishing on x.feed)", n)
+		}
 	}
 	if _, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: natsapi.ListenOff, Username: natsapi.InternalUser, Password: "pw",
 		InternalPassword: "internal-pw"}); err != natsapi.ErrInternalUserName {

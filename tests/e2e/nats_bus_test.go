@@ -89,6 +89,9 @@ func TestNATSClientsCannotForgeCommitsOrServe(t *testing.T) {
 	if err := nc.PublishRequest("revd.kv.range", "revd.feed", rr); err != nil {
 		t.Fatal(err)
 	}
+	if err := nc.PublishRequest("$SRV.PING", "revd.feed", nil); err != nil { // answered by micro's own handler
+		t.Fatal(err)
+	}
 	wc := nats.NewMsg("revd.watch.create")
 	wc.Data, _ = proto.Marshal(&pb.WatchCreateRequest{Key: []byte("k")})
 	wc.Header.Set(natsapi.HeaderWatchInbox, "revd.feed")

@@ -29,7 +29,7 @@ func TestNATSAuthEtcdUsers(t *testing.T) {
 	defer cancel()
 
 	// Before authentication is on, anyone may connect.
-	closed := make(chan struct{})
+	closed := make(chan struct{}, 1)
 	early, err := nats.Connect(p.NATSURL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond),
 		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}), // its refused reconnections
 		nats.DisconnectErrHandler(func(*nats.Conn, error) {
