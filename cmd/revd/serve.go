@@ -295,8 +295,8 @@ func connectNATS(cfg *config, log *slog.Logger, busUsers *natsapi.BusUsers) (fee
 	rand.Read(secret)
 	internal := base64.RawURLEncoding.EncodeToString(secret)
 	eopts := natsapi.EmbeddedOptions{Listen: cfg.natsListen, Logger: log.With("component", "nats"),
-		Username: cfg.natsUser, Password: cfg.natsPassword, InternalPassword: internal, SubjectPrefix: cfg.natsSubjectRoot}
-	eopts.Users = busUsers
+		Username: cfg.natsUser, Password: cfg.natsPassword, InternalPassword: internal, SubjectPrefix: cfg.natsSubjectRoot,
+		Users: busUsers}
 	ns, err := natsapi.StartEmbedded(eopts)
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("starting the embedded NATS server on %s: %w", cfg.natsListen, err)

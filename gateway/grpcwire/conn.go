@@ -622,8 +622,8 @@ func (c *conn) writeHeaderBlockLocked(id uint32, endStream bool) {
 	}
 }
 
-// encodeResponseHeadersLocked starts c.hbuf with a gRPC response's headers.
-// encodeResponseHeadersLocked starts a response's header block; gzip adds
+// encodeResponseHeadersLocked starts c.hbuf with a gRPC response's headers;
+// gzip adds
 // the grpc-encoding of a compressed answer (a trailers-only response has
 // none, as in grpc-go).
 func (c *conn) encodeResponseHeadersLocked(gzip bool) {

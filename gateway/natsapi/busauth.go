@@ -66,7 +66,7 @@ func userPermissions(prefix, user string, root bool) *server.Permissions {
 		sub = append(sub, Subject(prefix, FeedEndpoint))
 	}
 	return &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: []string{prefix + ".*.*", "$SRV.>"}, Deny: []string{Subject(prefix, FeedEndpoint)}},
+		Publish:   publishNotOnFeed(prefix, prefix+".*.*", "$SRV.>"),
 		Subscribe: &server.SubjectPermission{Allow: sub},
 	}
 }

@@ -91,16 +91,22 @@ const anonymousUser = "_revd_client"
 // ServiceUser.
 var ErrInternalUserName = errors.New("natsapi: embedded NATS server: " + InternalUser + " and " + ServiceUser + " are revd's own user names")
 
+// publishNotOnFeed allows publishing on allow's subjects, never on the
+// commit feed: only InternalUser publishes there.
+func publishNotOnFeed(prefix string, allow ...string) *server.SubjectPermission {
+	return &server.SubjectPermission{Allow: allow, Deny: []string{Subject(prefix, FeedEndpoint)}}
+}
+
 // servicePermissions are ServiceUser's.
 func servicePermissions(prefix string) *server.Permissions {
-	return &server.Permissions{Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{Subject(prefix, FeedEndpoint)}}}
+	return &server.Permissions{Publish: publishNotOnFeed(prefix, ">")}
 }
 
 // clientPermissions are the permissions of clients when revd's own
 // subjects are kept (EmbeddedOptions.InternalPassword).
 func clientPermissions(prefix string) *server.Permissions {
 	return &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: []string{">"}, Deny: []string{Subject(prefix, FeedEndpoint)}},
+		Publish:   publishNotOnFeed(prefix, ">"),
 		Subscribe: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{prefix + ".*.*", "$SRV.>"}},
 	}
 }
@@ -211,9 +217,7 @@ type serverLogger struct {
 }
 
 func newServerLogger(l *slog.Logger) *serverLogger {
-	if l == nil {
-		l = slog.New(slog.DiscardHandler)
-	}
+	l = loggerOrDiscard(l)
 	return &serverLogger{
 		l:     l.With("component", "nats-server"),
 		debug: l.Enabled(context.Background(), slog.LevelDebug),
@@ -246,14 +250,6 @@ func (s *serverLogger) Fatalf(format string, v ...any) {
 
 // authorize sets sopts' users and their permissions from opts.
 func (opts EmbeddedOptions) authorize(sopts *server.Options) error {
-	var password string
-	if opts.Password != "" {
-		h, err := bcryptHash(opts.Password)
-		if err != nil {
-			return err
-		}
-		password = h
-	}
 	if u := opts.Users; u != nil {
 		if opts.InternalPassword == "" || opts.Username != "" || u.CheckPassword == nil || u.On == nil || u.Record == nil {
 			return ErrBusUsersOptions
@@ -262,6 +258,14 @@ func (opts EmbeddedOptions) authorize(sopts *server.Options) error {
 		u.own, u.users = map[uint64]bool{}, map[uint64]busConn{}
 		sopts.CustomClientAuthentication = u
 		return nil
+	}
+	var password string
+	if opts.Password != "" {
+		h, err := bcryptHash(opts.Password)
+		if err != nil {
+			return err
+		}
+		password = h
 	}
 	if opts.InternalPassword == "" {
 		sopts.Username, sopts.Password = opts.Username, password

@@ -65,9 +65,7 @@ func NewFeed(nc *nats.Conn, prefix string, log *slog.Logger) *Feed {
 	if prefix == "" {
 		prefix = DefaultSubjectPrefix
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log = loggerOrDiscard(log)
 	key := make([]byte, 32)
 	rand.Read(key) // never fails (crypto/rand panics rather)
 	return &Feed{nc: nc, subject: Subject(prefix, FeedEndpoint), log: log, key: key}

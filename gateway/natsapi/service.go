@@ -224,11 +224,27 @@ func writeEndpoint[Req any, Resp proto.Message, PReq interface {
 func (s *Service) addUnary(svc micro.Service, eps []endpoint) error {
 	for _, ep := range eps {
 		subject := Subject(s.opts.SubjectPrefix, ep.name)
-		handler := micro.HandlerFunc(func(req micro.Request) { s.dispatch(subject, ep, req) })
-		// micro endpoint names may not contain dots.
-		if err := svc.AddEndpoint(endpointName(ep.name), handler, micro.WithEndpointSubject(subject)); err != nil {
-			return fmt.Errorf("natsapi: add endpoint %s: %w", subject, err)
+		if err := s.addEndpoint(svc, ep.name, func(req micro.Request) { s.dispatch(subject, ep, req) }); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// addEndpoint registers h on "<prefix>.<name>", dropping the requests whose
+// reply subject is one of revd's own (see ownSubject).
+func (s *Service) addEndpoint(svc micro.Service, name string, h micro.HandlerFunc) error {
+	subject := Subject(s.opts.SubjectPrefix, name)
+	guarded := micro.HandlerFunc(func(req micro.Request) {
+		if ownSubject(s.opts.SubjectPrefix, req.Reply()) {
+			s.log.Warn("dropping a request whose reply subject is revd's own", "subject", subject, "reply", req.Reply())
+			return
+		}
+		h(req)
+	})
+	// micro endpoint names may not contain dots.
+	if err := svc.AddEndpoint(endpointName(name), guarded, micro.WithEndpointSubject(subject)); err != nil {
+		return fmt.Errorf("natsapi: add endpoint %s: %w", subject, err)
 	}
 	return nil
 }
@@ -292,8 +308,8 @@ func (s *Service) Info() micro.Info { return s.svc.Info() }
 // starts the call.
 func (s *Service) dispatch(subject string, ep endpoint, req micro.Request) {
 	reply := req.Reply()
-	if reply == "" || ownSubject(s.opts.SubjectPrefix, reply) {
-		s.log.Warn("dropping a request without a reply subject, or with one of revd's own", "subject", subject, "reply", reply)
+	if reply == "" {
+		s.log.Warn("dropping a request without a reply subject", "subject", subject)
 		return
 	}
 	payload := req.Data() // nats.go gives every message its own buffer

@@ -3,7 +3,6 @@ package natsapi
 import (
 	"context"
 	"crypto/rand"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -164,11 +163,11 @@ type watchSessions struct {
 	done   chan struct{}
 }
 
-func newWatchSessions(nc *nats.Conn, srv WatchServer, ttl time.Duration, log *slog.Logger) *watchSessions {
+func newWatchSessions(nc *nats.Conn, prefix string, srv WatchServer, ttl time.Duration, log *slog.Logger) *watchSessions {
 	if ttl <= 0 {
 		ttl = DefaultWatchSessionTTL
 	}
-	w := &watchSessions{nc: nc, srv: srv, ttl: ttl, log: log, m: map[string]*session{}, stop: make(chan struct{}), done: make(chan struct{})}
+	w := &watchSessions{nc: nc, prefix: prefix, srv: srv, ttl: ttl, log: log, m: map[string]*session{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go w.expire()
 	return w
 }
@@ -348,20 +347,10 @@ func (s *Service) addWatchEndpoints(svc micro.Service) error {
 	if s.opts.Watch == nil {
 		return nil
 	}
-	s.watch = newWatchSessions(s.nc, s.opts.Watch, s.opts.WatchSessionTTL, s.log)
-	s.watch.prefix = s.opts.SubjectPrefix
+	s.watch = newWatchSessions(s.nc, s.opts.SubjectPrefix, s.opts.Watch, s.opts.WatchSessionTTL, s.log)
 	for name, h := range s.watch.endpoints() {
-		subject := Subject(s.opts.SubjectPrefix, name)
-		h := h
-		guarded := micro.HandlerFunc(func(req micro.Request) {
-			if ownSubject(s.opts.SubjectPrefix, req.Reply()) {
-				s.log.Warn("dropping a request whose reply subject is revd's own", "subject", subject, "reply", req.Reply())
-				return
-			}
-			h(req)
-		})
-		if err := svc.AddEndpoint(endpointName(name), guarded, micro.WithEndpointSubject(subject)); err != nil {
-			return fmt.Errorf("natsapi: add endpoint %s: %w", subject, err)
+		if err := s.addEndpoint(svc, name, h); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -65,22 +65,11 @@ func TestNATSClientsCannotForgeCommitsOrServe(t *testing.T) {
 	if err := nc.Publish("revd.feed", forged); err != nil {
 		t.Fatal(err)
 	}
-	wantViolation := func(what string) {
-		t.Helper()
-		select {
-		case err := <-violations:
-			if !errors.Is(err, nats.ErrPermissionViolation) && !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
-				t.Fatalf("%s: error %v, want a permissions violation", what, err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: the server raised no permissions violation", what)
-		}
-	}
-	wantViolation("publishing on revd.feed")
+	wantViolation(t, violations, "publishing on revd.feed")
 	if _, err := nc.QueueSubscribe("revd.kv.put", "q", func(*nats.Msg) {}); err != nil {
 		t.Fatal(err)
 	}
-	wantViolation("serving revd.kv.put")
+	wantViolation(t, violations, "serving revd.kv.put")
 
 	// Nor may a client have revd publish there for it: a request whose
 	// reply subject is the feed is dropped, a watch session whose inbox is
@@ -113,5 +102,20 @@ func TestNATSClientsCannotForgeCommitsOrServe(t *testing.T) {
 	}
 	if m.Header.Get(natsapi.HeaderFirstRevision) != "2" {
 		t.Errorf("the feed's first message is for revision %q, want 2 (the forged one was refused)", m.Header.Get(natsapi.HeaderFirstRevision))
+	}
+}
+
+// wantViolation waits for the permissions violation the server raises
+// after what was attempted, on violations: the errors a connection's
+// error handler passes on.
+func wantViolation(t *testing.T, violations <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-violations:
+		if !errors.Is(err, nats.ErrPermissionViolation) && !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+			t.Fatalf("%s: error %v, want a permissions violation", what, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: the server raised no permissions violation", what)
 	}
 }

@@ -99,14 +99,7 @@ func TestNATSAuthEtcdUsers(t *testing.T) {
 		if _, err := aliceNC.Subscribe(subject, func(*nats.Msg) {}); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case err := <-aliceViolations:
-			if !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
-				t.Errorf("alice subscribing to %s: %v", subject, err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("alice subscribed to %s unrefused", subject)
-		}
+		wantViolation(t, aliceViolations, "alice subscribing to "+subject)
 	}
 
 	rootViolations := make(chan error, 10)
