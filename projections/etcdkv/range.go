@@ -57,11 +57,22 @@ func Range(v ReadView, r *pb.RangeRequest) (*pb.RangeResponse, error) {
 	resp.Kvs = make([]*mvccpb.KeyValue, len(kvs))
 	for i, kv := range kvs {
 		if r.KeysOnly {
-			kv = &mvccpb.KeyValue{Key: kv.Key, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision, Version: kv.Version, Lease: kv.Lease}
+			kv = keyOnly(kv, r.SortTarget)
 		}
 		resp.Kvs[i] = kv
 	}
 	return resp, nil
+}
+
+// keyOnly is kv without its value, as etcd answers keys_only. Unless the
+// range sorts by value, etcd reads keys-only ranges from its in-memory index
+// (mvcc's FastKeysOnly), which has no leases: the lease is left out too.
+func keyOnly(kv *mvccpb.KeyValue, target pb.RangeRequest_SortTarget) *mvccpb.KeyValue {
+	k := &mvccpb.KeyValue{Key: kv.Key, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision, Version: kv.Version}
+	if target == pb.RangeRequest_VALUE {
+		k.Lease = kv.Lease
+	}
+	return k
 }
 
 // IsDefaultOrdering reports whether results come in key order without
