@@ -3,6 +3,7 @@ package lease
 import (
 	"cmp"
 	"container/heap"
+	"math"
 	"slices"
 	"time"
 
@@ -67,10 +68,11 @@ func (t *Table) remove(id int64) {
 	}
 }
 
-// ttlDuration converts a TTL in seconds, capped so that huge TTLs (etcd
-// allows 9e9 s, about 285 years) stay within time.Duration.
+// ttlDuration converts a TTL in seconds. etcd's largest TTL (9e9 s, about
+// 285 years) fits in a time.Duration; the cap only keeps a larger one from
+// overflowing.
 func ttlDuration(ttl int64) time.Duration {
-	const maxSec = int64(100 * 365 * 24 * 3600)
+	const maxSec = int64(math.MaxInt64 / time.Second)
 	return time.Duration(min(ttl, maxSec)) * time.Second
 }
 

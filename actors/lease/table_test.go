@@ -140,3 +140,26 @@ func TestTableRestoreGivesFullTTLPlusExtend(t *testing.T) {
 		}
 	}
 }
+
+// TestTableLargestTTL: etcd's largest TTL, 9e9 s, is kept whole (etcd
+// answers TimeToLive 8999999999 a moment after the grant), and a larger one
+// does not overflow.
+func TestTableLargestTTL(t *testing.T) {
+	tb := NewTable(lease.NewIndex(0), t0, 0, 3*time.Second)
+	tb.Apply(grantBatch(1, lease.Lease{ID: 1, TTL: 9_000_000_000, Seq: 1}, lease.Lease{ID: 2, TTL: 1 << 40, Seq: 2}), t0)
+	if info := tb.TimeToLive(1, false, t0.Add(time.Millisecond)); info.TTL != 8_999_999_999 || info.GrantedTTL != 9_000_000_000 {
+		t.Fatalf("TimeToLive %+v, want TTL 8999999999 of 9000000000", info)
+	}
+	if ttl := tb.Renew(1, t0.Add(time.Hour)); ttl != 9_000_000_000 {
+		t.Fatalf("renew TTL %d", ttl)
+	}
+	if info := tb.TimeToLive(1, false, t0.Add(time.Hour+time.Millisecond)); info.TTL != 8_999_999_999 {
+		t.Fatalf("TimeToLive after renewal %+v", info)
+	}
+	if info := tb.TimeToLive(2, false, t0); info.TTL <= 9_000_000_000 {
+		t.Fatalf("TimeToLive of a TTL past time.Duration's range %+v: want it capped there, not wrapped", info)
+	}
+	if got := tb.Expired(t0.Add(200 * 365 * 24 * time.Hour)); len(got) != 0 {
+		t.Fatalf("expired: %v", got)
+	}
+}
