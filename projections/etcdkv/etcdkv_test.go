@@ -1,6 +1,7 @@
 package etcdkv
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -49,10 +50,8 @@ func TestCheckTxnDuplicateKeys(t *testing.T) {
 		{"nested delete vs outer put", ops(opPut("b"), opTxn(ops(opDel("a", "c")), nil)), rpctypes.ErrGRPCDuplicateKey},
 		{"outer delete vs nested put", ops(opDel("a", "c"), opTxn(nil, ops(opPut("b")))), rpctypes.ErrGRPCDuplicateKey},
 		{"nested duplicate inside a branch", ops(opTxn(ops(opPut("x"), opPut("x")), nil)), rpctypes.ErrGRPCDuplicateKey},
-		// etcd accepts this and then crashes; revd refuses it.
-		{"ignore_value put after a from-key delete of it", ops(opDel("a", "\x00"), opPutIgnore("k")), rpctypes.ErrGRPCDuplicateKey},
-		{"ignore_value put before a from-key delete of it", ops(opPutIgnore("k"), opDel("a", "\x00")), nil},
-		{"ignore_value put below a from-key delete", ops(opDel("m", "\x00"), opPutIgnore("k")), nil},
+		// etcd's rules let this through (TestTxnFromKeyDeleteThenIgnorePut).
+		{"ignore_value put after a from-key delete", ops(opDel("a", "\x00"), opPutIgnore("k")), nil},
 	}
 	for _, c := range cases {
 		if err := CheckTxn(&pb.TxnRequest{Success: c.succ}, MaxTxnOps); err != c.want {
@@ -136,6 +135,41 @@ func TestRangeOptions(t *testing.T) {
 	}
 }
 
+type oneLease int64
+
+func (l oneLease) Exists(id int64) bool { return id == int64(l) }
+
+// TestKeysOnlyLease: etcd answers keys_only from its index, which has no
+// leases, unless the range sorts by value.
+func TestKeysOnlyLease(t *testing.T) {
+	st := mvcc.NewStore()
+	if _, err := Put(NewStoreTxn(st), &pb.PutRequest{Key: []byte("k"), Value: []byte("v"), Lease: 7}, oneLease(7)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		target pb.RangeRequest_SortTarget
+		order  pb.RangeRequest_SortOrder
+		lease  int64
+	}{
+		{pb.RangeRequest_KEY, pb.RangeRequest_NONE, 0},
+		{pb.RangeRequest_MOD, pb.RangeRequest_DESCEND, 0},
+		{pb.RangeRequest_VALUE, pb.RangeRequest_NONE, 7},
+		{pb.RangeRequest_VALUE, pb.RangeRequest_ASCEND, 7},
+	} {
+		resp, err := Range(NewStoreTxn(st), &pb.RangeRequest{Key: []byte("k"), KeysOnly: true, SortTarget: c.target, SortOrder: c.order})
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("keys only by %v: %v %v", c.target, resp, err)
+		}
+		if kv := resp.Kvs[0]; kv.Lease != c.lease || kv.Value != nil || kv.Version != 1 || kv.ModRevision != 2 {
+			t.Errorf("keys only by %v %v: %v, want lease %d, no value", c.target, c.order, kv, c.lease)
+		}
+	}
+	resp, _ := Range(NewStoreTxn(st), &pb.RangeRequest{Key: []byte("k")})
+	if resp.Kvs[0].Lease != 7 {
+		t.Errorf("a full range lost the lease: %v", resp.Kvs[0])
+	}
+}
+
 func cmp(key, end string, target pb.Compare_CompareTarget, result pb.Compare_CompareResult, v int64, val string) *pb.Compare {
 	c := &pb.Compare{Key: []byte(key), Target: target, Result: result}
 	if end != "" {
@@ -203,5 +237,55 @@ func TestNestedComparesSeeStateBeforeTxn(t *testing.T) {
 	}
 	if resp.Header.Revision != 6 || len(tw.Events()) != 2 {
 		t.Fatalf("revision %d events %d", resp.Header.Revision, len(tw.Events()))
+	}
+}
+
+// TestTxnFromKeyDeleteThenIgnorePut: etcd's duplicate-key rules ignore
+// from-key deletes, and etcd 3.7.3 crashes running a put with ignore_value
+// or ignore_lease of a key such a delete removed before it in the branches
+// taken. revd refuses exactly that transaction, after etcd's own checks, and
+// runs the others as etcd does.
+func TestTxnFromKeyDeleteThenIgnorePut(t *testing.T) {
+	// store: a, b, c exist.
+	ignoreLease := func(k string) *pb.RequestOp {
+		return &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(k), IgnoreLease: true}}}
+	}
+	leased := func(k string, id int64) *pb.RequestOp {
+		return &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(k), Lease: id}}}
+	}
+	falseCmp := []*pb.Compare{cmp("a", "", pb.Compare_VALUE, pb.Compare_EQUAL, 0, "nope")}
+	trueCmp := []*pb.Compare{cmp("a", "", pb.Compare_VALUE, pb.Compare_EQUAL, 0, "1")}
+	cases := []struct {
+		name string
+		rt   *pb.TxnRequest
+		want error
+	}{
+		{"taken: the delete removes c, then c's lease is asked", &pb.TxnRequest{Success: ops(opDel("b", "\x00"), ignoreLease("c"))}, rpctypes.ErrGRPCDuplicateKey},
+		{"taken, through a nested delete", &pb.TxnRequest{Success: ops(opTxn(ops(opDel("b", "\x00")), nil), opPutIgnore("c"))}, rpctypes.ErrGRPCDuplicateKey},
+		{"both in a nested branch", &pb.TxnRequest{Success: ops(opTxn(ops(opDel("a", "\x00"), opPutIgnore("b")), nil))}, rpctypes.ErrGRPCDuplicateKey},
+		{"branch not taken", &pb.TxnRequest{Compare: falseCmp, Success: ops(opDel("b", "\x00"), ignoreLease("c")), Failure: ops(opPut("x"))}, nil},
+		{"nested delete not taken", &pb.TxnRequest{Success: ops(&pb.RequestOp{Request: &pb.RequestOp_RequestTxn{RequestTxn: &pb.TxnRequest{
+			Compare: falseCmp, Success: ops(opDel("b", "\x00"))}}}, ignoreLease("c"))}, nil},
+		{"delete and put in different nested branches", &pb.TxnRequest{Success: ops(&pb.RequestOp{Request: &pb.RequestOp_RequestTxn{RequestTxn: &pb.TxnRequest{
+			Compare: trueCmp, Success: ops(opDel("b", "\x00")), Failure: ops(ignoreLease("c"))}}})}, nil},
+		{"put before the delete", &pb.TxnRequest{Success: ops(opPutIgnore("c"), opDel("b", "\x00"))}, nil},
+		{"put below the deleted range", &pb.TxnRequest{Success: ops(opDel("b", "\x00"), opPutIgnore("a"))}, nil},
+		{"missing key: etcd's key not found", &pb.TxnRequest{Success: ops(opDel("b", "\x00"), opPutIgnore("q"))}, ErrKeyNotFound},
+		{"unknown lease: etcd's lease not found first", &pb.TxnRequest{Success: ops(opDel("b", "\x00"), ignoreLease("c"), leased("z", 9))}, rpctypes.ErrGRPCLeaseNotFound},
+	}
+	for _, c := range cases {
+		st := store(t)
+		if err := CheckTxn(c.rt, MaxTxnOps); err != nil {
+			t.Errorf("%s: CheckTxn: %v", c.name, err)
+			continue
+		}
+		tw := NewStoreTxn(st)
+		_, err := Txn(tw, c.rt, nil)
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+		if err != nil && tw.Changed() {
+			t.Errorf("%s: refused, but the store changed", c.name)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
 
 // IsTxnReadOnly reports whether a Txn only reads (no put, delete or nested
@@ -39,6 +40,9 @@ func Txn(w WriteView, rt *pb.TxnRequest, leases Leases) (*pb.TxnResponse, error)
 	isWrite := !IsTxnReadOnly(rt)
 	path := compareToPath(w, rt)
 	if _, err := checkTxn(w, rt, leases, path); err != nil {
+		return nil, err
+	}
+	if err := checkTakenFromKeyDeletes(rt, path); err != nil {
 		return nil, err
 	}
 	beginRev := w.Rev()
@@ -202,6 +206,53 @@ func checkRange(v ReadView, r *pb.RangeRequest) error {
 		return errCompacted
 	}
 	return nil
+}
+
+// checkTakenFromKeyDeletes refuses the one transaction that passes etcd's
+// checks and that etcd 3.7.3 then crashes on: on the branches taken, a put
+// with ignore_value or ignore_lease of a key that a from-key delete (range
+// end "\x00", which the duplicate-key rules ignore) ran over before it. The
+// key existed before the transaction (checkTxn saw to that), so the delete
+// removed it and the put has no previous pair to take its value or lease
+// from. revd answers "duplicate key given in txn request" and changes
+// nothing. It runs after checkTxn, whose errors etcd gives first, and looks
+// at the taken branches only: etcd runs the others' requests fine.
+func checkTakenFromKeyDeletes(rt *pb.TxnRequest, path []bool) error {
+	var from [][]byte // keys of the from-key deletes taken so far
+	var walk func(rt *pb.TxnRequest, path []bool) (int, error)
+	walk = func(rt *pb.TxnRequest, path []bool) (int, error) {
+		reqs := rt.Success
+		if !path[0] {
+			reqs = rt.Failure
+		}
+		txns := 0
+		for _, req := range reqs {
+			switch tv := req.Request.(type) {
+			case *pb.RequestOp_RequestDeleteRange:
+				if d := tv.RequestDeleteRange; len(d.RangeEnd) == 1 && d.RangeEnd[0] == 0 {
+					from = append(from, d.Key)
+				}
+			case *pb.RequestOp_RequestPut:
+				if p := tv.RequestPut; p.IgnoreValue || p.IgnoreLease {
+					for _, k := range from {
+						if bytes.Compare(p.Key, k) >= 0 {
+							return 0, rpctypes.ErrGRPCDuplicateKey
+						}
+					}
+				}
+			case *pb.RequestOp_RequestTxn:
+				n, err := walk(tv.RequestTxn, path[1:])
+				if err != nil {
+					return 0, err
+				}
+				txns += n + 1
+				path = path[n+1:]
+			}
+		}
+		return txns, nil
+	}
+	_, err := walk(rt, path)
+	return err
 }
 
 // newTxnResp builds the response skeleton for the chosen branches; nested

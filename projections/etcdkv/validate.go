@@ -1,8 +1,6 @@
 package etcdkv
 
 import (
-	"bytes"
-
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
@@ -66,50 +64,8 @@ func checkBranch(reqs []*pb.RequestOp) error {
 	if len(reqs) == 0 || (len(reqs) == 1 && reqs[0].GetRequestTxn() == nil) {
 		return nil
 	}
-	if _, _, err := checkIntervals(reqs); err != nil {
-		return err
-	}
-	return checkFromKeyDeletes(reqs)
-}
-
-// checkFromKeyDeletes refuses what etcd's duplicate-key rules let through
-// and etcd then cannot run: a put with ignore_value or ignore_lease of a key
-// that a from-key delete (range_end "\x00", which those rules ignore) of the
-// same branch removed just before. etcd 3.7.3 crashes on such a
-// transaction; revd answers "duplicate key given in txn request" and changes
-// nothing. Nested transactions count with both their branches, in order.
-func checkFromKeyDeletes(reqs []*pb.RequestOp) error {
-	var from [][]byte // keys of the from-key deletes seen so far
-	var walk func([]*pb.RequestOp) error
-	walk = func(reqs []*pb.RequestOp) error {
-		for _, req := range reqs {
-			switch tv := req.Request.(type) {
-			case *pb.RequestOp_RequestDeleteRange:
-				if d := tv.RequestDeleteRange; len(d.RangeEnd) == 1 && d.RangeEnd[0] == 0 {
-					from = append(from, d.Key)
-				}
-			case *pb.RequestOp_RequestPut:
-				p := tv.RequestPut
-				if !p.IgnoreValue && !p.IgnoreLease {
-					continue
-				}
-				for _, k := range from {
-					if bytes.Compare(p.Key, k) >= 0 {
-						return rpctypes.ErrGRPCDuplicateKey
-					}
-				}
-			case *pb.RequestOp_RequestTxn:
-				if err := walk(tv.RequestTxn.Success); err != nil {
-					return err
-				}
-				if err := walk(tv.RequestTxn.Failure); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	return walk(reqs)
+	_, _, err := checkIntervals(reqs)
+	return err
 }
 
 func checkTxnRequest(r *pb.TxnRequest, maxOps int) error {

@@ -167,6 +167,7 @@ func TestLeaseConformance(t *testing.T) {
 		{"grant of a taken id", grant(0x10, 60)},
 		{"grant above the largest TTL", grant(0x11, 9000000001)},
 		{"grant of the largest TTL", grant(0x11, 9000000000)},
+		{"time to live of the largest TTL", ttl(0x11, false)},
 		{"grant of a TTL below the minimum", grant(0x12, 1)},
 		{"grant of TTL 0", grant(0x13, 0)},
 		{"grant of a negative TTL", grant(0x14, -7)},
@@ -198,6 +199,14 @@ func TestLeaseConformance(t *testing.T) {
 		{"txn: ignore_lease", txn(nil, ops(opPut(&pb.PutRequest{Key: b("e"), Value: b("t"), IgnoreLease: true})), nil)},
 		{"txn: delete detaches", txn(nil, ops(opDel(del("e"))), nil)},
 		{"read the leased keys", getAll()},
+		{"keys only: no lease (etcd reads its index)", with(getAll(), func(r *pb.RangeRequest) { r.KeysOnly = true })},
+		{"keys only by mod, at a past revision", with(getAll(), func(r *pb.RangeRequest) {
+			r.KeysOnly, r.SortTarget, r.SortOrder, r.Revision = true, pb.RangeRequest_MOD, pb.RangeRequest_DESCEND, 12
+		})},
+		{"keys only by value: the lease (etcd reads the values)", with(getAll(), func(r *pb.RangeRequest) {
+			r.KeysOnly, r.SortTarget = true, pb.RangeRequest_VALUE
+		})},
+		{"txn: keys only", txn(nil, ops(opGet(with(getAll(), func(r *pb.RangeRequest) { r.KeysOnly = true }))), nil)},
 		{"time to live with keys 0x10", ttl(0x10, true)},
 		{"time to live with keys 0x20", ttl(0x20, true)},
 		{"time to live with keys 0x21 (none left)", ttl(0x21, true)},

@@ -307,6 +307,32 @@ func TestScriptedTxn(t *testing.T) {
 	run(h, steps)
 }
 
+// TestScriptedFromKeyDeletes: transactions that hold a from-key delete
+// (range_end "\x00", which etcd's duplicate-key rules ignore) and a put with
+// ignore_lease or ignore_value of a key inside the deleted range, which etcd
+// runs when the two are not both on the branches taken. (When they are, and
+// the key exists, etcd 3.7.3 crashes; revd refuses that one:
+// projections/etcdkv's TestTxnFromKeyDeleteThenIgnorePut.)
+func TestScriptedFromKeyDeletes(t *testing.T) {
+	h := NewHarness(t, testutil.Options{})
+	ignoreLease := func(k string) *pb.RequestOp { return opPut(&pb.PutRequest{Key: b(k), IgnoreLease: true}) }
+	ignoreValue := func(k string) *pb.RequestOp { return opPut(&pb.PutRequest{Key: b(k), IgnoreValue: true}) }
+	fromB := opDel(with(delRange("b", "\x00"), func(r *pb.DeleteRangeRequest) { r.PrevKv = true }))
+	no, yes := cmps(cmpValue("x", EQ, "nope")), cmps(cmpValue("x", EQ, "1"))
+	run(h, []step{
+		{"put d", put("d", "1")},
+		{"put x", put("x", "1")},
+		{"the branch not taken holds both", txn(no, ops(fromB, ignoreLease("d")), ops(opPut(put("a", "1"))))},
+		{"the nested delete is not taken", txn(nil, ops(opTxn(txn(no, ops(fromB), nil)), ignoreLease("d")), nil)},
+		{"missing key: key not found", txn(nil, ops(fromB, ignoreValue("q")), nil)},
+		{"unknown lease after it: lease not found", txn(nil, ops(fromB, ignoreLease("d"), opPut(&pb.PutRequest{Key: b("z"), Lease: 0x99})), nil)},
+		{"put below the deleted range", txn(nil, ops(fromB, ignoreValue("a")), nil)},
+		{"put back d and x", txn(nil, ops(opPut(put("d", "1")), opPut(put("x", "1"))), nil)},
+		{"delete and put in the two branches of a nested txn", txn(nil, ops(opTxn(txn(yes, ops(fromB), ops(ignoreLease("d"))))), nil)},
+		{"read all", getAll()},
+	})
+}
+
 func TestScriptedCompact(t *testing.T) {
 	h := NewHarness(t, testutil.Options{})
 	steps := []step{
