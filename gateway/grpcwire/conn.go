@@ -412,15 +412,21 @@ func (c *conn) endOfStream(s *stream) {
 	s.clientDone = true
 	s.recv.Broadcast()
 	c.mu.Unlock()
+	// What is left unread is answered as grpc-go's parser answers it: a
+	// message cut after its 5-byte prefix is "unexpected EOF"; less than a
+	// prefix is the end of the stream ("EOF" where a message was due).
 	if s.m.stream != nil {
-		if len(s.rbuf) > 0 {
-			c.finish(s, status.New(codes.Internal, "grpcwire: the client ended the stream within a message"))
+		if len(s.rbuf) >= 5 {
+			c.finish(s, status.New(codes.Internal, io.ErrUnexpectedEOF.Error()))
 		}
 		return
 	}
 	wm, ok, err := s.next(c.srv.opts.MaxRecvMsgSize)
 	if err == nil && !ok {
 		err = errNoMessage
+		if len(s.rbuf) >= 5 {
+			err = errCutMessage
+		}
 	}
 	var msg []byte
 	if err == nil {

@@ -3,6 +3,7 @@ package grpcwire
 import (
 	"encoding/base64"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"time"
@@ -84,7 +85,11 @@ func trailerFields(st *status.Status) (code, msg, details string) {
 }
 
 var (
-	errNoMessage    = status.Error(codes.Internal, "grpcwire: the request has no message")
+	// A unary call's client ended its stream with no whole request:
+	// grpc-go's status.Convert of its parser's io.EOF and
+	// io.ErrUnexpectedEOF.
+	errNoMessage    = status.Error(codes.Unknown, io.EOF.Error())
+	errCutMessage   = status.Error(codes.Unknown, io.ErrUnexpectedEOF.Error())
 	errStreamClosed = status.Error(codes.Canceled, "grpcwire: the stream is closed")
 )
 
