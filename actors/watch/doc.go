@@ -11,9 +11,11 @@
 //     events, in the order the operations ran;
 //   - unsynced watchers are behind: new watchers with a past start revision,
 //     and victims, whose stream could not take a response. On sync rounds the
-//     hub reads the journal for them in bounded batches of revisions (a
-//     response may hold many whole revisions, as etcd's catch-up does) until
-//     they reach the hub's revision and join the synced set.
+//     hub reads the journal for them, a bounded number of revisions at a
+//     time, until they reach the hub's revision and join the synced set. As
+//     etcd's catch-up does, a response holds many whole revisions: up to
+//     1000 of those with events for the watcher, however many rounds it
+//     took to read them (sync.go).
 //
 // A watcher is never sent a revision twice and never skips one: the hub
 // delivers revisions strictly in order, tracks each watcher's next revision,

@@ -44,8 +44,12 @@ type HubOptions struct {
 	// revision); CompactRev the compaction revision then (-1: none).
 	Rev, CompactRev int64
 	// MaxRevsPerSync bounds the revisions read for one sync round.
-	// Default 1000 (etcd's watchBatchMaxRevs).
+	// Default 1000.
 	MaxRevsPerSync int64
+	// MaxRevsPerResponse bounds the revisions, among those with events
+	// for the watcher, that one catch-up response holds. Default 1000
+	// (etcd's watchBatchMaxRevs).
+	MaxRevsPerResponse int
 	// MaxWatchersPerSync bounds the watchers caught up in one round.
 	// Default 512 (etcd's maxWatchersPerSync).
 	MaxWatchersPerSync int
@@ -106,6 +110,9 @@ type (
 func NewHub(opts HubOptions) *Hub {
 	if opts.MaxRevsPerSync <= 0 {
 		opts.MaxRevsPerSync = 1000
+	}
+	if opts.MaxRevsPerResponse <= 0 {
+		opts.MaxRevsPerResponse = 1000
 	}
 	if opts.MaxWatchersPerSync <= 0 {
 		opts.MaxWatchersPerSync = 512

@@ -7,13 +7,24 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
-// syncRound catches up to MaxWatchersPerSync unsynced watchers by up to
-// MaxRevsPerSync revisions read from the journal, as etcd's syncWatchers
-// does: each watcher gets one response holding every event it missed in
-// those revisions (whole revisions, in order), with the hub's revision in
-// the header. Watchers below the compaction are canceled with
+// syncRound works on up to MaxWatchersPerSync unsynced watchers, reading up
+// to MaxRevsPerSync revisions of the journal from the lowest revision one of
+// them needs. Each watcher gathers the events of its keys into a catch-up
+// batch that may span rounds; as etcd's syncWatchers (watchBatchMaxRevs),
+// a batch holds at most MaxRevsPerResponse revisions that have events for
+// the watcher, whole, in order, counted before the watcher's filters drop
+// any. A batch goes out as one response, with the hub's revision in the
+// header, when it is full (the watcher stays unsynced, from the next
+// revision with its events) or when the watcher has read up to the hub's
+// revision (it then joins the synced set). A batch whose events the filters
+// all dropped sends nothing. Watchers below the compaction are canceled with
 // compact_revision. It reports whether another round could make progress
 // right away.
+//
+// For example, with keys k0001..k1100 put at revisions 2..1101 and "a" at
+// 1102, a watcher of ["a", "k0002") from revision 1 gets one response
+// holding k0001 (2) and a (1102), after two rounds of reading; one of the
+// prefix "k" gets revisions 2..1001, then 1002..1101.
 func (h *Hub) syncRound() bool {
 	if len(h.unsynced) == 0 {
 		return false
@@ -33,9 +44,13 @@ func (h *Hub) syncRound() bool {
 		}
 		switch {
 		case w.next < compactRev:
-			h.compacted(w)
+			if h.flushCatchUp(w) {
+				h.compacted(w)
+			}
 		case w.next > h.rev:
-			h.toSynced(w)
+			if h.flushCatchUp(w) {
+				h.toSynced(w)
+			}
 		default:
 			batch = append(batch, w)
 			minRev = min(minRev, w.next)
@@ -49,45 +64,64 @@ func (h *Hub) syncRound() bool {
 	for _, w := range batch {
 		g.add(w)
 	}
-	per := map[*watcher][]*mvccpb.Event{}
 	collect := func(rev int64, ev *mvccpb.Event) {
 		g.match(ev.Kv.Key, func(w *watcher) {
-			if w.next > rev || !w.wants(ev) {
-				return
+			if w.next <= rev && w.more == 0 {
+				w.catchUp(rev, ev, h.opts.MaxRevsPerResponse, func() *mvccpb.Event { return h.withPrev(w, ev, rev) })
 			}
-			per[w] = append(per[w], h.withPrev(w, ev, rev))
 		})
 	}
-	from := minRev
-	if from <= to {
-		for rec, err := range h.opts.History.Records(from, to) {
-			if err != nil {
-				h.log.Error("watch: reading the journal for unsynced watchers", "from", from, "to", to, "err", err)
-				return false
-			}
-			for _, ev := range rec.Events {
-				collect(rec.Revision, ev)
-			}
+	for rec, err := range h.opts.History.Records(minRev, to) {
+		if err != nil {
+			h.log.Error("watch: reading the journal for unsynced watchers", "from", minRev, "to", to, "err", err)
+			return false
+		}
+		for _, ev := range rec.Events {
+			collect(rec.Revision, ev)
 		}
 	}
 	progressed := false
 	for _, w := range batch {
-		if evs := per[w]; len(evs) > 0 {
-			resp := &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: h.rev}, WatchId: w.id, Events: evs}
-			if !w.stream.offer(w, resp) {
-				continue
+		switch {
+		case w.more != 0:
+			// Full: it goes out, and the watcher reads on from the first
+			// revision left out.
+			next := w.more
+			if h.flushCatchUp(w) {
+				w.next, progressed = next, true
 			}
-			w.sentEvents = true
-		}
-		progressed = true
-		// A watcher further along than this round's range got nothing
-		// from it and keeps its place.
-		w.next = max(w.next, to+1)
-		if w.next > h.rev {
-			h.toSynced(w)
+		default:
+			// A watcher further along than this round's range got
+			// nothing from it and keeps its place.
+			w.next = max(w.next, to+1)
+			switch {
+			case w.next <= h.rev:
+				progressed = true
+			case h.flushCatchUp(w):
+				h.toSynced(w)
+				progressed = true
+			}
 		}
 	}
 	return progressed && len(h.unsynced) > 0
+}
+
+// flushCatchUp sends w's catch-up batch, if it holds events, and empties it.
+// If the stream cannot take it, the batch is dropped and w rereads it from
+// its first revision in a later round; flushCatchUp then reports false.
+func (h *Hub) flushCatchUp(w *watcher) bool {
+	evs, from := w.caught, w.caughtFrom
+	w.resetCatchUp()
+	if len(evs) == 0 {
+		return true
+	}
+	resp := &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: h.rev}, WatchId: w.id, Events: evs}
+	if !w.stream.offer(w, resp) {
+		w.next = from
+		return false
+	}
+	w.sentEvents = true
+	return true
 }
 
 // withPrev returns ev as w must see it, looking prev_kv up if w wants it

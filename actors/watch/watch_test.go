@@ -405,3 +405,70 @@ func TestPrevKVPerWatcher(t *testing.T) {
 	}
 	sk.none(t)
 }
+
+// TestCatchUpBatchesAsEtcd: a catch-up response holds up to
+// MaxRevsPerResponse revisions that have events for the watcher (etcd's
+// watchBatchMaxRevs), however many revisions without any lie between them
+// and however many rounds read them; filters drop events after the count.
+func TestCatchUpBatchesAsEtcd(t *testing.T) {
+	e := newEnv(t, 0, HubOptions{MaxRevsPerSync: 300})
+	for i := 1; i <= 1100; i++ {
+		e.commit(fmt.Sprintf("k%04d=v", i)) // revisions 2..1101
+	}
+	e.commit("a=v") // 1102
+	sk := newSink()
+	st := e.stream(sk, 0)
+
+	st.Handle(create("a", "k0002", 1))
+	if r := sk.next(t); !r.Created {
+		t.Fatalf("first response %v", r)
+	}
+	if r := sk.next(t); evs(r) != "2:k0001,1102:a" || r.Header.Revision != 1102 {
+		t.Fatalf("sparse catch-up: %s (header %d), want both events in one response", evs(r), r.Header.Revision)
+	}
+
+	st.Handle(create("k", "l", 1))
+	sk.next(t)
+	for _, want := range [][2]int64{{2, 1001}, {1002, 1101}} {
+		r := sk.next(t)
+		first, last := r.Events[0].Kv.ModRevision, r.Events[len(r.Events)-1].Kv.ModRevision
+		if first != want[0] || last != want[1] || len(r.Events) != int(want[1]-want[0]+1) {
+			t.Fatalf("dense catch-up: %d events, revisions %d..%d, want %d..%d", len(r.Events), first, last, want[0], want[1])
+		}
+	}
+
+	// Every event filtered out: nothing is sent, and the watcher is
+	// synced (its next event is live).
+	st.Handle(create("k", "l", 1, func(cr *pb.WatchCreateRequest) {
+		cr.Filters = []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NOPUT}
+	}))
+	sk.next(t)
+	e.commit("-k0001") // 1103
+	for range 3 {      // the three watchers
+		if r := sk.next(t); evs(r) != "-1103:k0001" {
+			t.Fatalf("after a filtered catch-up: %s", evs(r))
+		}
+	}
+	sk.none(t)
+}
+
+// TestCatchUpBatchFullAcrossRounds: a batch fills over several rounds and
+// the watcher goes on from the first revision left out.
+func TestCatchUpBatchFullAcrossRounds(t *testing.T) {
+	e := newEnv(t, 0, HubOptions{MaxRevsPerSync: 2, MaxRevsPerResponse: 3})
+	for i := 0; i < 8; i++ {
+		e.commit(fmt.Sprintf("x%d=v", i), fmt.Sprintf("y%d=v", i)) // revisions 2..9
+	}
+	sk := newSink()
+	st := e.stream(sk, 0)
+	st.Handle(create("x", "y", 2))
+	sk.next(t)
+	var got []string
+	for len(got) < 3 {
+		got = append(got, evs(sk.next(t)))
+	}
+	if want := []string{"2:x0,3:x1,4:x2", "5:x3,6:x4,7:x5", "8:x6,9:x7"}; strings.Join(got, " | ") != strings.Join(want, " | ") {
+		t.Fatalf("responses %q, want %q", got, want)
+	}
+	sk.none(t)
+}

@@ -26,6 +26,42 @@ type watcher struct {
 	synced     bool
 	sentEvents bool            // events sent since the last progress notification
 	scratch    []*mvccpb.Event // deliverLive's events for this watcher
+
+	// The catch-up batch of an unsynced watcher (sync.go), gathered over
+	// one or more sync rounds: the events it wants, from caughtFrom on;
+	// revs revisions with events of its keys, the last one last; more is
+	// the first revision left out of a full batch (0: not full).
+	caught     []*mvccpb.Event
+	caughtFrom int64
+	revs       int
+	last, more int64
+}
+
+// catchUp adds the event ev of revision rev, of one of w's keys, to w's
+// catch-up batch, as etcd's eventBatch.add does: a batch holds at most
+// maxRevs revisions; the first one beyond marks it full. Events w's
+// filters drop count towards the revisions but are not kept; withPrev
+// gives the event as w wants it.
+func (w *watcher) catchUp(rev int64, ev *mvccpb.Event, maxRevs int, withPrev func() *mvccpb.Event) {
+	if rev != w.last {
+		if w.revs == maxRevs {
+			w.more = rev
+			return
+		}
+		if w.revs == 0 {
+			w.caughtFrom = w.next
+		}
+		w.revs++
+		w.last = rev
+	}
+	if w.wants(ev) {
+		w.caught = append(w.caught, withPrev())
+	}
+}
+
+// resetCatchUp empties w's catch-up batch.
+func (w *watcher) resetCatchUp() {
+	w.caught, w.caughtFrom, w.revs, w.last, w.more = nil, 0, 0, 0, 0
 }
 
 func (w *watcher) wants(ev *mvccpb.Event) bool {

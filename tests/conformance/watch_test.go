@@ -776,3 +776,50 @@ func TestWatchKeyTwiceInOneRevision(t *testing.T) {
 	live.compare()
 	hist.compare()
 }
+
+// TestWatchCatchUpResponses: a watch that starts in the past gets its
+// history in responses of up to 1000 revisions that have events for it
+// (etcd's watchBatchMaxRevs), however far apart they lie, counted before
+// filters: with k0001..k1100 put at revisions 2..1101, "a" at 1102 and
+// k0001 deleted at 1103, ["a", "k0002") gets its three events in one
+// response, the prefix "k" gets 2..1001 then 1002..1103, and a NOPUT watch
+// of every key only the delete. Each watch has a stream of its own, and its
+// responses must be etcd's, one for one.
+func TestWatchCatchUpResponses(t *testing.T) {
+	h := NewHarness(t, testutil.Options{})
+	for i := 1; i <= 1100; i++ {
+		h.Do(fmt.Sprintf("put k%04d", i), put(fmt.Sprintf("k%04d", i), "v"))
+	}
+	h.Do("put a", put("a", "1"))       // 1102
+	h.Do("delete k0001", del("k0001")) // 1103
+	for _, cr := range []*pb.WatchCreateRequest{
+		{Key: b("a"), RangeEnd: b("k0002"), StartRevision: 1},
+		{Key: b("k"), RangeEnd: b("l"), StartRevision: 1},
+		{Key: b("k"), RangeEnd: b("l"), StartRevision: 600, PrevKv: true},
+		{Key: b("\x00"), RangeEnd: b("\x00"), StartRevision: 1, Filters: []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NOPUT}},
+	} {
+		name := describeWatch(cr)
+		var logs [2][]*pb.WatchResponse
+		for i, srv := range []*Server{h.Ref, h.Target} {
+			w := OpenWatch(t, srv.Name+" "+name, srv.Clients.Watch)
+			w.Create(t, cr)
+			if !w.Await(WatchWait, func(rs []*pb.WatchResponse) bool {
+				last := rs[len(rs)-1]
+				return len(last.Events) > 0 && last.Events[len(last.Events)-1].Kv.ModRevision == 1103
+			}) {
+				t.Fatalf("%s: %s sent no event of revision 1103:\n%s", name, srv.Name, w.Dump(0))
+			}
+			logs[i] = w.Responses()[1:]
+			w.Close()
+		}
+		if len(logs[0]) != len(logs[1]) {
+			t.Errorf("%s: %s sent %d responses, %s %d:\n%s\n%s", name, h.Ref.Name, len(logs[0]), h.Target.Name, len(logs[1]), oneLines(logs[0]), oneLines(logs[1]))
+			continue
+		}
+		for i := range logs[0] {
+			if d := h.CompareWatchResponses(logs[0][i], logs[1][i]); d != "" {
+				t.Errorf("%s, response %d: %s", name, i, d)
+			}
+		}
+	}
+}
