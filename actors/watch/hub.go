@@ -81,6 +81,7 @@ type Hub struct {
 	compactRev int64
 	synced     *group
 	unsynced   map[*watcher]struct{}
+	carry      []*watcher                        // unsynced watchers holding a catch-up batch (sync.go)
 	progress   map[*Stream]map[*watcher]struct{} // progress_notify watchers, by stream
 	order      []*watcher                        // deliverLive's scratch
 

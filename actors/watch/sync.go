@@ -25,6 +25,11 @@ import (
 // 1102, a watcher of ["a", "k0002") from revision 1 gets one response
 // holding k0001 (2) and a (1102), after two rounds of reading; one of the
 // prefix "k" gets revisions 2..1001, then 1002..1101.
+//
+// Memory: only the watchers of the last round hold a batch between rounds
+// (h.carry, at most MaxWatchersPerSync), and they are the first taken into
+// the next one; a watcher whose stream has no room, or whose read failed,
+// drops its batch and reads it again later.
 func (h *Hub) syncRound() bool {
 	if len(h.unsynced) == 0 {
 		return false
@@ -35,12 +40,10 @@ func (h *Hub) syncRound() bool {
 	compactRev := max(h.compactRev, h.opts.History.BaseRev()+1)
 	var batch []*watcher
 	minRev := int64(math.MaxInt64)
-	for w := range h.unsynced {
-		if len(batch) >= h.opts.MaxWatchersPerSync {
-			break
-		}
+	take := func(w *watcher) {
 		if !w.stream.hasRoom() {
-			continue
+			w.rewind()
+			return
 		}
 		switch {
 		case w.next < compactRev:
@@ -54,6 +57,20 @@ func (h *Hub) syncRound() bool {
 		default:
 			batch = append(batch, w)
 			minRev = min(minRev, w.next)
+		}
+	}
+	for _, w := range h.carry {
+		if _, ok := h.unsynced[w]; ok && w.revs > 0 {
+			take(w)
+		}
+	}
+	h.carry = h.carry[:0]
+	for w := range h.unsynced {
+		if len(batch) >= h.opts.MaxWatchersPerSync {
+			break
+		}
+		if w.revs == 0 {
+			take(w)
 		}
 	}
 	if len(batch) == 0 {
@@ -74,6 +91,9 @@ func (h *Hub) syncRound() bool {
 	for rec, err := range h.opts.History.Records(minRev, to) {
 		if err != nil {
 			h.log.Error("watch: reading the journal for unsynced watchers", "from", minRev, "to", to, "err", err)
+			for _, w := range batch {
+				w.rewind()
+			}
 			return false
 		}
 		for _, ev := range rec.Events {
@@ -82,22 +102,30 @@ func (h *Hub) syncRound() bool {
 	}
 	progressed := false
 	for _, w := range batch {
+		// A watcher further along than this round's range got nothing
+		// from it and keeps its place.
+		next := max(w.next, to+1)
+		full := w.more != 0 || w.revs == h.opts.MaxRevsPerResponse
+		if w.more != 0 {
+			next = w.more // the first revision left out of a full batch
+		}
 		switch {
-		case w.more != 0:
-			// Full: it goes out, and the watcher reads on from the first
-			// revision left out.
-			next := w.more
+		case full:
+			// It goes out, and the watcher reads on from next.
 			if h.flushCatchUp(w) {
 				w.next, progressed = next, true
+				if w.next > h.rev {
+					h.toSynced(w)
+				}
+			}
+		case next <= h.rev:
+			w.next, progressed = next, true
+			if w.revs > 0 {
+				h.carry = append(h.carry, w)
 			}
 		default:
-			// A watcher further along than this round's range got
-			// nothing from it and keeps its place.
-			w.next = max(w.next, to+1)
-			switch {
-			case w.next <= h.rev:
-				progressed = true
-			case h.flushCatchUp(w):
+			w.next = next
+			if h.flushCatchUp(w) {
 				h.toSynced(w)
 				progressed = true
 			}

@@ -59,6 +59,15 @@ func (w *watcher) catchUp(rev int64, ev *mvccpb.Event, maxRevs int, withPrev fun
 	}
 }
 
+// rewind drops w's catch-up batch, if it holds one, so that it is read
+// again from its first revision.
+func (w *watcher) rewind() {
+	if w.revs > 0 {
+		w.next = w.caughtFrom
+		w.resetCatchUp()
+	}
+}
+
 // resetCatchUp empties w's catch-up batch.
 func (w *watcher) resetCatchUp() {
 	w.caught, w.caughtFrom, w.revs, w.last, w.more = nil, 0, 0, 0, 0
