@@ -36,14 +36,27 @@ import (
 // sequenced; etcd makes the KV ones when it applies the request, so a KV
 // write is checked again when the sequencer decides it (admitAs).
 
-// checkKV checks a KV request of the caller of ctx.
-func (s *Server) checkKV(ctx context.Context, req proto.Message) error {
+// checkRead checks a read (Range, RangeStream, a read-only Txn) of the
+// caller of ctx, and returns the caller for staleRead.
+func (s *Server) checkRead(ctx context.Context, req proto.Message) (*auth.AuthInfo, error) {
 	ai, err := s.caller(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	_, err = s.permitKV(ctx, ai, req)
-	return err
+	return ai, err
+}
+
+// staleRead is etcd's check after a read (doSerialize): the auth revision
+// the caller was judged at (a JWT's claim; for a simple token, the store's
+// revision when the token was looked up) must still be the store's, or the
+// read, even one that failed, is refused with "revision of auth store is
+// old", on which etcd's clients authenticate again and retry.
+func (s *Server) staleRead(ai *auth.AuthInfo) error {
+	if ai == nil || ai.Revision == 0 || ai.Revision == s.auth.store.Revision() {
+		return nil
+	}
+	return authError(auth.ErrAuthOldRevision)
 }
 
 // permitKV checks a KV request (Range, Put, DeleteRange, Txn) of ai, a

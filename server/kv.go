@@ -23,10 +23,14 @@ func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespon
 	if err := etcdkv.CheckRange(r); err != nil {
 		return nil, err
 	}
-	if err := s.checkKV(ctx, r); err != nil {
+	ai, err := s.checkRead(ctx, r)
+	if err != nil {
 		return nil, err
 	}
 	resp, err := s.rangeShards(ctx, r)
+	if serr := s.staleRead(ai); serr != nil {
+		return nil, serr
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -80,14 +84,18 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 		return nil, err
 	}
 	if etcdkv.IsTxnReadOnly(r) {
-		if err := s.checkKV(ctx, r); err != nil {
+		ai, err := s.checkRead(ctx, r)
+		if err != nil {
 			return nil, err
 		}
 		var resp *pb.TxnResponse
-		err := s.read(ctx, func(v *shard.View) (err error) {
+		err = s.read(ctx, func(v *shard.View) (err error) {
 			resp, err = etcdkv.Txn(etcdkv.ReadOnly(v), r, nil)
 			return err
 		})
+		if serr := s.staleRead(ai); serr != nil {
+			return nil, serr
+		}
 		if err != nil {
 			return nil, err
 		}

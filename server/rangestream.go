@@ -29,9 +29,19 @@ func (s *Server) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) err
 	if etcdkv.HasRevisionFilters(r) {
 		return status.Errorf(codes.Unimplemented, "RangeStream does not support revision filters")
 	}
-	if err := s.checkKV(rs.Context(), r); err != nil {
+	ai, err := s.checkRead(rs.Context(), r)
+	if err != nil {
 		return err
 	}
+	err = s.streamRange(r, rs)
+	if serr := s.staleRead(ai); serr != nil {
+		return serr
+	}
+	return err
+}
+
+// streamRange sends a checked RangeStream's chunks.
+func (s *Server) streamRange(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) error {
 	r = proto.Clone(r).(*pb.RangeRequest)
 	// Every chunk reads through s.read (which retries a read that a
 	// compaction overtook, as Range does). The first picks the revision;
