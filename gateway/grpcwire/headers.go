@@ -35,10 +35,12 @@ type headerBlock struct {
 
 	// The fields a call reads.
 	path, contentType, timeout, encoding string
-	// The metadata passed on to handlers: etcd's auth token (see md), and
-	// the first value of each of passKeys (Options.PassMetadata) in pass.
-	token, authorization string
-	passKeys, pass       []string
+	// The metadata passed on to handlers: etcd's auth token (see md), sent
+	// if hasToken (hasAuthorization), even empty, and the first value of
+	// each of passKeys (Options.PassMetadata) in pass.
+	token, authorization       string
+	hasToken, hasAuthorization bool
+	passKeys, pass             []string
 
 	headersLeft, trailersLeft uint32 // header list budgets, as x/net keeps them
 	truncated                 bool   // the header list exceeded its budget
@@ -170,12 +172,12 @@ func (b *headerBlock) emit(hf hpack.HeaderField) {
 	case "grpc-encoding":
 		b.encoding = hf.Value
 	case "token": // the first one, as etcd reads it
-		if b.token == "" {
-			b.token = hf.Value
+		if !b.hasToken {
+			b.token, b.hasToken = hf.Value, true
 		}
 	case "authorization":
-		if b.authorization == "" {
-			b.authorization = hf.Value
+		if !b.hasAuthorization {
+			b.authorization, b.hasAuthorization = hf.Value, true
 		}
 	default:
 		for i, k := range b.passKeys {
@@ -208,10 +210,11 @@ func validFieldName(v string) bool {
 // md returns ctx with the block's metadata as incoming gRPC metadata, as
 // grpc-go passes it to handlers (metadata.FromIncomingContext): only the
 // fields revd's handlers read, etcd's auth token under "token" and
-// "authorization" (etcd's JSON gateway passes it there), and the keys of
+// "authorization" (etcd's JSON gateway passes it there; an empty one is
+// passed too: etcd calls it an invalid token), and the keys of
 // Options.PassMetadata. Without them, ctx itself: most calls carry none.
 func (b *headerBlock) md(ctx context.Context) context.Context {
-	if b.token == "" && b.authorization == "" && len(b.pass) == 0 {
+	if !b.hasToken && !b.hasAuthorization && len(b.pass) == 0 {
 		return ctx
 	}
 	md := metadata.MD{}
@@ -220,10 +223,10 @@ func (b *headerBlock) md(ctx context.Context) context.Context {
 			md[b.passKeys[i]] = []string{v}
 		}
 	}
-	if b.token != "" {
+	if b.hasToken {
 		md["token"] = []string{b.token}
 	}
-	if b.authorization != "" {
+	if b.hasAuthorization {
 		md["authorization"] = []string{b.authorization}
 	}
 	return metadata.NewIncomingContext(ctx, md)
