@@ -10,7 +10,6 @@ import (
 	"math"
 	"net"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -296,14 +295,25 @@ func (c *conn) onHeaders(h *headerBlock) {
 		c.mu.Unlock()
 		return
 	}
-	if ctype != "application/grpc" && !strings.HasPrefix(ctype, "application/grpc+") && !strings.HasPrefix(ctype, "application/grpc;") {
+	sub, ok := contentSubtype(ctype)
+	if !ok {
+		// grpc-go's early abort: 415, with a gRPC status; RST_STREAM
+		// (NO_ERROR) too if the client has more to send.
 		c.hbuf.Reset()
 		c.henc.WriteField(hpack.HeaderField{Name: ":status", Value: "415"})
-		c.henc.WriteField(hpack.HeaderField{Name: "content-type", Value: "text/plain"})
+		c.henc.WriteField(hpack.HeaderField{Name: "content-type", Value: grpcContentType})
+		c.appendStatusLocked(status.Newf(codes.InvalidArgument, "invalid gRPC request content-type %q", ctype))
 		c.writeHeaderBlockLocked(id, true)
+		if !h.endStream {
+			c.fw.WriteRSTStream(id, http2.ErrCodeNo)
+		}
 		c.kickLocked()
 		c.mu.Unlock()
 		return
+	}
+	s.ctype = grpcContentType
+	if sub != "" {
+		s.ctype += "+" + sub
 	}
 	s.sendWin = c.peerWin
 	c.streams[id] = s
@@ -628,14 +638,14 @@ func (c *conn) writeHeaderBlockLocked(id uint32, endStream bool) {
 	}
 }
 
-// encodeResponseHeadersLocked starts c.hbuf with a gRPC response's headers;
-// gzip adds
+// encodeResponseHeadersLocked starts c.hbuf with the headers of s's
+// response; gzip adds
 // the grpc-encoding of a compressed answer (a trailers-only response has
 // none, as in grpc-go).
-func (c *conn) encodeResponseHeadersLocked(gzip bool) {
+func (c *conn) encodeResponseHeadersLocked(s *stream, gzip bool) {
 	c.hbuf.Reset()
 	c.henc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
-	c.henc.WriteField(hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
+	c.henc.WriteField(hpack.HeaderField{Name: "content-type", Value: s.ctype})
 	if gzip {
 		c.henc.WriteField(hpack.HeaderField{Name: "grpc-encoding", Value: encodingGzip})
 	}
@@ -643,7 +653,7 @@ func (c *conn) encodeResponseHeadersLocked(gzip bool) {
 
 func (c *conn) writeResponseHeadersLocked(s *stream) {
 	s.headersSent = true
-	c.encodeResponseHeadersLocked(s.gzip)
+	c.encodeResponseHeadersLocked(s, s.gzip)
 	c.writeHeaderBlockLocked(s.id, false)
 }
 
@@ -751,7 +761,7 @@ func (c *conn) finishLocked(s *stream, st *status.Status) {
 	c.handledLocked(s, st.Code())
 	if !s.headersSent {
 		s.headersSent = true
-		c.encodeResponseHeadersLocked(false)
+		c.encodeResponseHeadersLocked(s, false)
 		c.appendStatusLocked(st)
 		c.writeHeaderBlockLocked(s.id, true)
 		c.endLocked(s)

@@ -51,7 +51,8 @@
 // # Protocol coverage
 //
 // Requests must use content-type application/grpc (with or without a
-// subtype). Messages may be compressed with gzip, the one compressor etcd's
+// subtype, which the answers' content-type repeats); any other gets
+// grpc-go's 415 with an InvalidArgument status. Messages may be compressed with gzip, the one compressor etcd's
 // server links: a call whose grpc-encoding is gzip is answered compressed
 // too, as grpc-go answers it (compress.go); any other encoding is refused
 // with Unimplemented, as grpc-go refuses one it has no decompressor for.

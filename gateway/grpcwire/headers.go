@@ -231,3 +231,23 @@ func (b *headerBlock) md(ctx context.Context) context.Context {
 	}
 	return metadata.NewIncomingContext(ctx, md)
 }
+
+// grpcContentType is gRPC's content-type.
+const grpcContentType = "application/grpc"
+
+// contentSubtype parses a request's content-type as grpc-go does: ok for
+// application/grpc, alone or followed by '+' or ';' and a subtype (which
+// may be empty).
+func contentSubtype(ctype string) (sub string, ok bool) {
+	if ctype == grpcContentType {
+		return "", true
+	}
+	if !strings.HasPrefix(ctype, grpcContentType) {
+		return "", false
+	}
+	switch ctype[len(grpcContentType)] {
+	case '+', ';':
+		return ctype[len(grpcContentType)+1:], true
+	}
+	return "", false
+}

@@ -55,7 +55,18 @@ var headerCases = []struct {
 // stream 1 alike (a status, or RST_STREAM with the same code), and keep or
 // end the connection alike.
 func TestHeaderBlocksAnsweredAsGrpcGo(t *testing.T) {
-	servers := map[string]func() (addr string, stop func()){
+	servers := kvServers(t)
+	for _, tc := range headerCases {
+		t.Run(tc.name, func(t *testing.T) {
+			answeredAlike(t, servers, func(addr string) string { return rawCall(t, addr, tc.fields, tc.raw, tc.split) })
+		})
+	}
+}
+
+// kvServers starts, on demand, a grpcwire and a grpc-go server of the fake
+// KV service, for answeredAlike.
+func kvServers(t *testing.T) map[string]func() (addr string, stop func()) {
+	return map[string]func() (string, func()){
 		"grpcwire": func() (string, func()) {
 			srv := grpcwire.NewServer(grpcwire.Options{})
 			pb.RegisterKVServer(srv, &fakeKV{})
@@ -66,11 +77,6 @@ func TestHeaderBlocksAnsweredAsGrpcGo(t *testing.T) {
 			pb.RegisterKVServer(srv, &fakeKV{})
 			return serveOn(t, srv.Serve, srv.Stop)
 		},
-	}
-	for _, tc := range headerCases {
-		t.Run(tc.name, func(t *testing.T) {
-			answeredAlike(t, servers, func(addr string) string { return rawCall(t, addr, tc.fields, tc.raw, tc.split) })
-		})
 	}
 }
 

@@ -22,6 +22,9 @@ type stream struct {
 	m      *method
 	ctx    context.Context
 	cancel context.CancelFunc // nil for async calls, which use the connection's context
+	// ctype is the responses' content-type: application/grpc, with the
+	// request's subtype if it named one (as grpc-go answers).
+	ctype string
 
 	// Reader-owned.
 	timeout    time.Duration // the client's grpc-timeout, if hasTimeout
