@@ -82,7 +82,9 @@
 //   - a request that arrives while the service is stopping: code 14
 //     (Unavailable), "etcdserver: server stopped" (etcd's own text);
 //   - a reply larger than the connection's max_payload: code 8
-//     (ResourceExhausted), with the sizes in the message;
+//     (ResourceExhausted), with the sizes in the message; for a write,
+//     which was carried out all the same, the message says so and gives
+//     its revision, also in the Revd-Revision header (HeaderRevision);
 //   - any other error (not a gRPC status): code 2 (Unknown) and the error
 //     text.
 //

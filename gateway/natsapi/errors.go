@@ -44,3 +44,12 @@ func errReplyTooLarge(size int, max int64) error {
 	return status.Errorf(codes.ResourceExhausted,
 		"revd: reply of %d bytes exceeds the NATS max_payload of %d bytes; ask for fewer keys (limit)", size, max)
 }
+
+// HeaderRevision carries the revision of a write whose reply was too large
+// to send (errWriteReplyTooLarge).
+const HeaderRevision = "Revd-Revision"
+
+func errWriteReplyTooLarge(rev int64, size int, max int64) error {
+	return status.Errorf(codes.ResourceExhausted,
+		"revd: the write was carried out, at revision %d, but its reply of %d bytes exceeds the NATS max_payload of %d bytes; read the result back instead of sending the write again", rev, size, max)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -168,7 +169,7 @@ func Serve(nc *nats.Conn, kv pb.KVServer, status StatusFunc, opts Options) (*Ser
 		_ = svc.Stop()
 		return nil, fmt.Errorf("natsapi: flush subscriptions: %w", err)
 	}
-	go s.replies.run(s.respond) // answers queued meanwhile wait for it
+	go s.replies.run(s.respondWrite) // answers queued meanwhile wait for it
 	return s, nil
 }
 
@@ -350,7 +351,7 @@ func (s *Service) dispatch(subject string, ep endpoint, req micro.Request) {
 		} else {
 			resp, err = ep.run(ctx, payload)
 		}
-		s.respond(subject, reply, resp, err)
+		s.publishReply(subject, reply, resp, err, sem == s.writeSem)
 	}()
 }
 
@@ -385,11 +386,30 @@ func (s *Service) takeSlot(sem chan struct{}, subject, reply string) bool {
 
 // respond publishes resp, or err encoded as a micro error, to reply.
 func (s *Service) respond(subject, reply string, resp proto.Message, err error) {
+	s.publishReply(subject, reply, resp, err, false)
+}
+
+// respondWrite is respond for a write (Put, DeleteRange, a writing Txn).
+func (s *Service) respondWrite(subject, reply string, resp proto.Message, err error) {
+	s.publishReply(subject, reply, resp, err, true)
+}
+
+// publishReply publishes resp, or err encoded as a micro error, to reply.
+// A reply larger than max_payload cannot go out: it is ResourceExhausted,
+// and for a write, which was carried out, the error says so and gives its
+// revision (also in the Revd-Revision header), so that the client does not
+// send it again.
+func (s *Service) publishReply(subject, reply string, resp proto.Message, err error, write bool) {
 	msg := &nats.Msg{Subject: reply}
+	var applied int64
 	if err == nil {
 		msg.Data, err = marshalReply(resp)
 		if err == nil && int64(len(msg.Data)) > s.nc.MaxPayload() {
 			err = errReplyTooLarge(len(msg.Data), s.nc.MaxPayload())
+			if h, ok := resp.(interface{ GetHeader() *pb.ResponseHeader }); ok && write {
+				applied = h.GetHeader().GetRevision()
+				err = errWriteReplyTooLarge(applied, len(msg.Data), s.nc.MaxPayload())
+			}
 		}
 	}
 	if err != nil {
@@ -398,6 +418,9 @@ func (s *Service) respond(subject, reply string, resp proto.Message, err error) 
 		msg.Header = nats.Header{
 			micro.ErrorCodeHeader: []string{code},
 			micro.ErrorHeader:     []string{desc},
+		}
+		if applied != 0 {
+			msg.Header.Set(HeaderRevision, strconv.FormatInt(applied, 10))
 		}
 	}
 	if perr := s.nc.PublishMsg(msg); perr != nil {

@@ -3,13 +3,16 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/protobuf/proto"
 
+	"revd/gateway/natsapi"
 	"revd/gateway/natsclient"
 	"revd/tests/conformance"
 	"revd/tests/testutil"
@@ -144,4 +147,41 @@ func TestNATSAndGRPCShareOneStore(t *testing.T) {
 	same("compact again", &pb.CompactionRequest{Revision: 3})
 	mustOK("delete over gRPC", grpcCall(&pb.DeleteRangeRequest{Key: []byte("n")}))
 	same("read all after delete", all)
+}
+
+// TestNATSWriteReplyTooLarge: a write whose reply cannot fit in a NATS
+// message (a delete with prev_kv of 9.8 MB of values, above the embedded
+// server's 8 MiB max_payload) is carried out, as it is over gRPC; the NATS
+// caller gets ResourceExhausted saying so, with the write's revision in the
+// message and the Revd-Revision header, so that it reads the result back
+// instead of sending the write again.
+func TestNATSWriteReplyTooLarge(t *testing.T) {
+	p := testutil.StartRevd(t, testutil.Options{})
+	c := p.Dial(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	big := make([]byte, 1400_000)
+	for i := range 7 {
+		if _, err := c.KV.Put(ctx, &pb.PutRequest{Key: []byte(fmt.Sprintf("hk%d", i)), Value: big}); err != nil {
+			t.Fatal(err)
+		}
+	} // revisions 2..8
+	nc, err := nats.Connect(p.NATSURL, nats.Timeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	data, _ := proto.Marshal(&pb.DeleteRangeRequest{Key: []byte("hk"), RangeEnd: []byte("hl"), PrevKv: true})
+	msg, err := nc.RequestWithContext(ctx, natsapi.SubjectDeleteRange, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, desc := msg.Header.Get(micro.ErrorCodeHeader), msg.Header.Get(micro.ErrorHeader)
+	if code != "8" || !strings.Contains(desc, "the write was carried out, at revision 9") || msg.Header.Get(natsapi.HeaderRevision) != "9" {
+		t.Fatalf("reply: code %q, %q, %s %q", code, desc, natsapi.HeaderRevision, msg.Header.Get(natsapi.HeaderRevision))
+	}
+	resp, err := c.KV.Range(ctx, &pb.RangeRequest{Key: []byte("hk"), RangeEnd: []byte("hl"), CountOnly: true})
+	if err != nil || resp.Count != 0 || resp.Header.Revision != 9 {
+		t.Fatalf("after the delete: %v %v, want no keys at revision 9", resp, err)
+	}
 }
