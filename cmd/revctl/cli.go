@@ -23,6 +23,7 @@ const (
 	exitBadConnection = 2   // cannot connect to NATS
 	exitInvalidInput  = 3   // txn input that does not parse
 	exitBadFeature    = 4   // a valid flag with an unsupported value
+	exitInterrupted   = 5   // a watch the server canceled
 	exitBadArgs       = 128 // wrong arguments
 )
 

@@ -29,8 +29,11 @@ func watchCommand(r *runner, fs *flagSet) func([]string) error {
 	fs.fs.BoolVar(&prevKV, "prev-kv", false, "get the previous key-value pair before the event happens")
 	fs.fs.BoolVar(&progress, "progress-notify", false, "get periodic watch progress notification from server")
 	return func(args []string) error {
-		if len(args) < 1 || len(args) > 2 || (prefix && len(args) == 2) {
-			return exitErrorf(exitBadArgs, "watch needs a key, and optionally a range_end (not with --prefix)")
+		switch {
+		case len(args) < 1 || len(args) > 2:
+			return exitErrorf(exitBadArgs, "bad number of arguments")
+		case prefix && len(args) == 2:
+			return exitErrorf(exitBadArgs, "`range_end` and `--prefix` are mutually exclusive")
 		}
 		req := &pb.WatchCreateRequest{Key: []byte(args[0]), StartRevision: rev, PrevKv: prevKV, ProgressNotify: progress}
 		switch {
@@ -54,17 +57,34 @@ func watchCommand(r *runner, fs *flagSet) func([]string) error {
 			return err
 		}
 		for resp := range w.C {
-			if err := r.printWatch(resp); err != nil {
+			// etcd's client passes on a created response only when it
+			// cancels the watch.
+			if resp.Created && !resp.Canceled {
+				continue
+			}
+			wr := clientResponse(resp)
+			if wr.Canceled {
+				fmt.Fprintf(r.stderr, "watch was canceled (%v)\n", wr.Err())
+			}
+			if wr.IsProgressNotify() {
+				fmt.Fprintf(r.stdout, "progress notify: %d\n", wr.Header.GetRevision())
+			}
+			if err := r.printWatch(wr); err != nil {
 				return err
 			}
-			if resp.Canceled {
-				if resp.CompactRevision != 0 {
-					return fmt.Errorf("watch canceled: required revision has been compacted (compact revision %d)", resp.CompactRevision)
-				}
-				return fmt.Errorf("watch canceled by the server: %s", resp.CancelReason)
+			if wr.Canceled {
+				return exitErrorf(exitInterrupted, "watch is canceled by the server")
 			}
 		}
 		return nil
+	}
+}
+
+// clientResponse is resp as etcd's Go client hands it to etcdctl.
+func clientResponse(resp *pb.WatchResponse) *clientv3.WatchResponse {
+	return &clientv3.WatchResponse{
+		Header: resp.Header, Events: resp.Events, CompactRevision: resp.CompactRevision,
+		Canceled: resp.Canceled, Created: resp.Created, CancelReason: resp.CancelReason,
 	}
 }
 
@@ -77,22 +97,36 @@ func (r *runner) interruptible() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-// printWatch prints a response's events as etcdctl watch does: the event
-// type, the previous pair if asked for, then the pair.
-func (r *runner) printWatch(resp *pb.WatchResponse) error {
-	if jp, ok := r.display.(*jsonPrinter); ok {
-		return jp.print(resp)
-	}
-	sp, ok := r.display.(*simplePrinter)
-	if !ok {
-		return exitErrorf(exitBadFeature, "watch supports the simple and json output formats")
-	}
-	for _, ev := range resp.Events {
-		fmt.Fprintln(r.stdout, ev.Type)
-		if ev.PrevKv != nil {
-			sp.kv(ev.PrevKv)
+// printWatch prints a watch response as etcdctl watch does in each output
+// format: simple, the event type, the previous pair if asked for, then the
+// pair; json, the client's response as Go marshals it; fields, the header
+// and the events; protobuf, the response message.
+func (r *runner) printWatch(resp *clientv3.WatchResponse) error {
+	switch p := r.display.(type) {
+	case *jsonPrinter:
+		return p.print(resp)
+	case *fieldsPrinter:
+		p.hdr(resp.Header)
+		for _, ev := range resp.Events {
+			fmt.Fprintln(p.w, `"Type" :`, ev.GetType())
+			if ev.GetPrevKv() != nil {
+				p.kv("Prev", ev.GetPrevKv())
+			}
+			p.kv("", ev.GetKv())
 		}
-		sp.kv(ev.Kv)
+		return nil
+	case *pbPrinter:
+		return p.print(&pb.WatchResponse{Header: resp.Header, Events: resp.Events, CompactRevision: resp.CompactRevision,
+			Canceled: resp.Canceled, Created: resp.Created})
+	case *simplePrinter:
+		for _, ev := range resp.Events {
+			fmt.Fprintln(r.stdout, ev.Type)
+			if ev.PrevKv != nil {
+				p.kv(ev.PrevKv)
+			}
+			p.kv(ev.Kv)
+		}
+		return nil
 	}
-	return nil
+	return exitErrorf(exitBadFeature, "unsupported output format")
 }
