@@ -3,9 +3,11 @@ package natsapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -49,7 +51,46 @@ func errReplyTooLarge(size int, max int64) error {
 // to send (errWriteReplyTooLarge).
 const HeaderRevision = "Revd-Revision"
 
-func errWriteReplyTooLarge(rev int64, size int, max int64) error {
+// errWriteReplyTooLarge is errReplyTooLarge for a write, saying whether it
+// was carried out (a Txn whose taken branches only read was not).
+func errWriteReplyTooLarge(req, resp proto.Message, size int, max int64) error {
+	what := "the write was carried out, at revision %d"
+	if t, ok := resp.(*pb.TxnResponse); ok {
+		what = fmt.Sprintf("the transaction ran (succeeded: %v) and was carried out, at revision %%d", t.Succeeded)
+		if !wrote(req, resp) {
+			what = fmt.Sprintf("the transaction ran (succeeded: %v) and wrote nothing (revision %%d)", t.Succeeded)
+		}
+	}
+	rev := resp.(interface{ GetHeader() *pb.ResponseHeader }).GetHeader().GetRevision()
 	return status.Errorf(codes.ResourceExhausted,
-		"revd: the write was carried out, at revision %d, but its reply of %d bytes exceeds the NATS max_payload of %d bytes; read the result back instead of sending the write again", rev, size, max)
+		"revd: "+what+", but its reply of %d bytes exceeds the NATS max_payload of %d bytes; read the result back instead of sending the request again", rev, size, max)
+}
+
+// wrote reports whether req, a write request answered with resp, wrote: a
+// Put or DeleteRange did; a Txn did if the branches it took hold a put or
+// a delete.
+func wrote(req, resp proto.Message) bool {
+	t, ok := req.(*pb.TxnRequest)
+	if !ok {
+		return true
+	}
+	tr, ok := resp.(*pb.TxnResponse)
+	if !ok {
+		return false
+	}
+	ops := t.Success
+	if !tr.Succeeded {
+		ops = t.Failure
+	}
+	for i, op := range ops {
+		switch o := op.Request.(type) {
+		case *pb.RequestOp_RequestPut, *pb.RequestOp_RequestDeleteRange:
+			return true
+		case *pb.RequestOp_RequestTxn:
+			if i < len(tr.Responses) && wrote(o.RequestTxn, tr.Responses[i].GetResponseTxn()) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -18,6 +18,7 @@ type replyQueue struct {
 
 type queuedReply struct {
 	subject, reply string
+	req            proto.Message // the write
 	resp           proto.Message
 	err            error
 	release        func() // frees the call's slot once its answer is out
@@ -32,13 +33,13 @@ func (r *replyQueue) push(q queuedReply) { r.q.Push(q) }
 
 // run publishes with respond until close, then returns once the queue is
 // empty.
-func (r *replyQueue) run(respond func(subject, reply string, resp proto.Message, err error)) {
+func (r *replyQueue) run(respond func(subject, reply string, req, resp proto.Message, err error)) {
 	defer close(r.done)
 	var items []queuedReply
 	for ok := true; ok; {
 		if items, ok = r.q.TakeAll(items); ok {
 			for _, q := range items {
-				respond(q.subject, q.reply, q.resp, q.err)
+				respond(q.subject, q.reply, q.req, q.resp, q.err)
 				q.release()
 			}
 		}

@@ -169,7 +169,7 @@ func Serve(nc *nats.Conn, kv pb.KVServer, status StatusFunc, opts Options) (*Ser
 		_ = svc.Stop()
 		return nil, fmt.Errorf("natsapi: flush subscriptions: %w", err)
 	}
-	go s.replies.run(s.respondWrite) // answers queued meanwhile wait for it
+	go s.replies.run(s.publishReply) // answers queued meanwhile wait for it
 	return s, nil
 }
 
@@ -336,7 +336,7 @@ func (s *Service) dispatch(subject string, ep endpoint, req micro.Request) {
 	}
 	caller := requestContext(req)
 	if sem == s.writeSem && ep.write.ws.StartWrite(caller, decoded, func(resp proto.Message, err error) {
-		s.replies.push(queuedReply{subject: subject, reply: reply, resp: resp, err: err, release: release})
+		s.replies.push(queuedReply{subject: subject, reply: reply, req: decoded, resp: resp, err: err, release: release})
 	}) {
 		return // started: done answers
 	}
@@ -351,7 +351,11 @@ func (s *Service) dispatch(subject string, ep endpoint, req micro.Request) {
 		} else {
 			resp, err = ep.run(ctx, payload)
 		}
-		s.publishReply(subject, reply, resp, err, sem == s.writeSem)
+		var write proto.Message
+		if sem == s.writeSem {
+			write = decoded
+		}
+		s.publishReply(subject, reply, write, resp, err)
 	}()
 }
 
@@ -386,29 +390,27 @@ func (s *Service) takeSlot(sem chan struct{}, subject, reply string) bool {
 
 // respond publishes resp, or err encoded as a micro error, to reply.
 func (s *Service) respond(subject, reply string, resp proto.Message, err error) {
-	s.publishReply(subject, reply, resp, err, false)
+	s.publishReply(subject, reply, nil, resp, err)
 }
 
-// respondWrite is respond for a write (Put, DeleteRange, a writing Txn).
-func (s *Service) respondWrite(subject, reply string, resp proto.Message, err error) {
-	s.publishReply(subject, reply, resp, err, true)
-}
-
-// publishReply publishes resp, or err encoded as a micro error, to reply.
-// A reply larger than max_payload cannot go out: it is ResourceExhausted,
-// and for a write, which was carried out, the error says so and gives its
+// publishReply publishes resp, or err encoded as a micro error, to reply;
+// req is the request if it may write (Put, DeleteRange, a writing Txn). A
+// reply larger than max_payload cannot go out: it is ResourceExhausted, and
+// for a write that was carried out the error says so and gives its
 // revision (also in the Revd-Revision header), so that the client does not
-// send it again.
-func (s *Service) publishReply(subject, reply string, resp proto.Message, err error, write bool) {
+// send it again; for a Txn it says which branch ran.
+func (s *Service) publishReply(subject, reply string, req, resp proto.Message, err error) {
 	msg := &nats.Msg{Subject: reply}
 	var applied int64
 	if err == nil {
 		msg.Data, err = marshalReply(resp)
-		if err == nil && int64(len(msg.Data)) > s.nc.MaxPayload() {
-			err = errReplyTooLarge(len(msg.Data), s.nc.MaxPayload())
-			if h, ok := resp.(interface{ GetHeader() *pb.ResponseHeader }); ok && write {
-				applied = h.GetHeader().GetRevision()
-				err = errWriteReplyTooLarge(applied, len(msg.Data), s.nc.MaxPayload())
+		if size, max := len(msg.Data), s.nc.MaxPayload(); err == nil && int64(size) > max {
+			err = errReplyTooLarge(size, max)
+			if h, ok := resp.(interface{ GetHeader() *pb.ResponseHeader }); ok && req != nil {
+				err = errWriteReplyTooLarge(req, resp, size, max)
+				if wrote(req, resp) {
+					applied = h.GetHeader().GetRevision()
+				}
 			}
 		}
 	}

@@ -154,7 +154,8 @@ func TestNATSAndGRPCShareOneStore(t *testing.T) {
 // server's 8 MiB max_payload) is carried out, as it is over gRPC; the NATS
 // caller gets ResourceExhausted saying so, with the write's revision in the
 // message and the Revd-Revision header, so that it reads the result back
-// instead of sending the write again.
+// instead of sending the write again. A Txn whose taken branch only read is
+// told it wrote nothing.
 func TestNATSWriteReplyTooLarge(t *testing.T) {
 	p := testutil.StartRevd(t, testutil.Options{})
 	c := p.Dial(t)
@@ -171,8 +172,24 @@ func TestNATSWriteReplyTooLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	data, _ := proto.Marshal(&pb.DeleteRangeRequest{Key: []byte("hk"), RangeEnd: []byte("hl"), PrevKv: true})
-	msg, err := nc.RequestWithContext(ctx, natsapi.SubjectDeleteRange, data)
+	// A Txn that could write but took a branch that only reads wrote
+	// nothing, and is told so.
+	data, _ := proto.Marshal(&pb.TxnRequest{
+		Compare: []*pb.Compare{{Key: []byte("hk0"), Target: pb.Compare_VERSION, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_Version{Version: 99}}},
+		Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("lock"), Value: []byte("me")}}}},
+		Failure: []*pb.RequestOp{{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: []byte("hk"), RangeEnd: []byte("hl")}}}},
+	})
+	msg, err := nc.RequestWithContext(ctx, natsapi.SubjectTxn, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, desc := msg.Header.Get(micro.ErrorCodeHeader), msg.Header.Get(micro.ErrorHeader); code != "8" ||
+		!strings.Contains(desc, "the transaction ran (succeeded: false) and wrote nothing (revision 8)") || msg.Header.Get(natsapi.HeaderRevision) != "" {
+		t.Fatalf("txn reply: code %q, %q, %s %q", code, desc, natsapi.HeaderRevision, msg.Header.Get(natsapi.HeaderRevision))
+	}
+
+	data, _ = proto.Marshal(&pb.DeleteRangeRequest{Key: []byte("hk"), RangeEnd: []byte("hl"), PrevKv: true})
+	msg, err = nc.RequestWithContext(ctx, natsapi.SubjectDeleteRange, data)
 	if err != nil {
 		t.Fatal(err)
 	}
