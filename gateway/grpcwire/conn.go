@@ -289,16 +289,11 @@ func (c *conn) onHeaders(h *headerBlock) {
 	s.recv.L = &c.mu
 	c.mu.Lock()
 	c.maxID = id
-	if max := c.srv.opts.MaxConcurrentStreams; c.goingAway || c.closed || max > 0 && uint32(len(c.streams)) >= max {
-		c.fw.WriteRSTStream(id, http2.ErrCodeRefusedStream)
-		c.kickLocked()
-		c.mu.Unlock()
-		return
-	}
 	sub, ok := contentSubtype(ctype)
 	if !ok {
 		// grpc-go's early abort: 415, with a gRPC status; RST_STREAM
-		// (NO_ERROR) too if the client has more to send.
+		// (NO_ERROR) too if the client has more to send. It comes before
+		// the stream limit, as in grpc-go.
 		c.hbuf.Reset()
 		c.henc.WriteField(hpack.HeaderField{Name: ":status", Value: "415"})
 		c.henc.WriteField(hpack.HeaderField{Name: "content-type", Value: grpcContentType})
@@ -307,6 +302,12 @@ func (c *conn) onHeaders(h *headerBlock) {
 		if !h.endStream {
 			c.fw.WriteRSTStream(id, http2.ErrCodeNo)
 		}
+		c.kickLocked()
+		c.mu.Unlock()
+		return
+	}
+	if max := c.srv.opts.MaxConcurrentStreams; c.goingAway || c.closed || max > 0 && uint32(len(c.streams)) >= max {
+		c.fw.WriteRSTStream(id, http2.ErrCodeRefusedStream)
 		c.kickLocked()
 		c.mu.Unlock()
 		return
