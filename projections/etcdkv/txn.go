@@ -39,7 +39,7 @@ func IsTxnReadOnly(r *pb.TxnRequest) bool {
 func Txn(w WriteView, rt *pb.TxnRequest, leases Leases) (*pb.TxnResponse, error) {
 	isWrite := !IsTxnReadOnly(rt)
 	path := compareToPath(w, rt)
-	if _, err := checkTxn(w, rt, leases, path); err != nil {
+	if err := checkTxn(w, rt, leases, path); err != nil {
 		return nil, err
 	}
 	if err := checkTakenFromKeyDeletes(rt, path); err != nil {
@@ -154,30 +154,47 @@ func compareInt64(a, b int64) int {
 // operation's error wins. A range needs a revision that is neither in the
 // future nor compacted; a put needs its lease, then (for ignore_value or
 // ignore_lease) its key.
-func checkTxn(v ReadView, rt *pb.TxnRequest, leases Leases, path []bool) (int, error) {
-	txnCount := 0
-	reqs := rt.Success
-	if !path[0] {
-		reqs = rt.Failure
-	}
-	for _, req := range reqs {
-		var err error
+func checkTxn(v ReadView, rt *pb.TxnRequest, leases Leases, path []bool) error {
+	return eachTaken(rt, path, func(req *pb.RequestOp) error {
 		switch tv := req.Request.(type) {
 		case *pb.RequestOp_RequestRange:
-			err = checkRange(v, tv.RequestRange)
+			return checkRange(v, tv.RequestRange)
 		case *pb.RequestOp_RequestPut:
-			err = checkPut(v, tv.RequestPut, leases)
-		case *pb.RequestOp_RequestTxn:
-			var txns int
-			txns, err = checkTxn(v, tv.RequestTxn, leases, path[1:])
-			txnCount += txns + 1
-			path = path[txns+1:]
+			return checkPut(v, tv.RequestPut, leases)
 		}
-		if err != nil {
-			return 0, err
+		return nil
+	})
+}
+
+// eachTaken calls visit with every operation of the branches rt takes
+// (path, as compareToPath gives it), in the order they run: a nested
+// transaction is visited, then its own taken operations. It stops at the
+// first error.
+func eachTaken(rt *pb.TxnRequest, path []bool, visit func(*pb.RequestOp) error) error {
+	var walk func(rt *pb.TxnRequest, path []bool) (int, error)
+	walk = func(rt *pb.TxnRequest, path []bool) (int, error) {
+		reqs := rt.Success
+		if !path[0] {
+			reqs = rt.Failure
 		}
+		txns := 0
+		for _, req := range reqs {
+			if err := visit(req); err != nil {
+				return 0, err
+			}
+			if tv, ok := req.Request.(*pb.RequestOp_RequestTxn); ok {
+				n, err := walk(tv.RequestTxn, path[1:])
+				if err != nil {
+					return 0, err
+				}
+				txns += n + 1
+				path = path[n+1:]
+			}
+		}
+		return txns, nil
 	}
-	return txnCount, nil
+	_, err := walk(rt, path)
+	return err
 }
 
 func checkPut(v ReadView, p *pb.PutRequest, leases Leases) error {
@@ -219,40 +236,23 @@ func checkRange(v ReadView, r *pb.RangeRequest) error {
 // at the taken branches only: etcd runs the others' requests fine.
 func checkTakenFromKeyDeletes(rt *pb.TxnRequest, path []bool) error {
 	var from [][]byte // keys of the from-key deletes taken so far
-	var walk func(rt *pb.TxnRequest, path []bool) (int, error)
-	walk = func(rt *pb.TxnRequest, path []bool) (int, error) {
-		reqs := rt.Success
-		if !path[0] {
-			reqs = rt.Failure
-		}
-		txns := 0
-		for _, req := range reqs {
-			switch tv := req.Request.(type) {
-			case *pb.RequestOp_RequestDeleteRange:
-				if d := tv.RequestDeleteRange; len(d.RangeEnd) == 1 && d.RangeEnd[0] == 0 {
-					from = append(from, d.Key)
-				}
-			case *pb.RequestOp_RequestPut:
-				if p := tv.RequestPut; p.IgnoreValue || p.IgnoreLease {
-					for _, k := range from {
-						if bytes.Compare(p.Key, k) >= 0 {
-							return 0, rpctypes.ErrGRPCDuplicateKey
-						}
+	return eachTaken(rt, path, func(req *pb.RequestOp) error {
+		switch tv := req.Request.(type) {
+		case *pb.RequestOp_RequestDeleteRange:
+			if d := tv.RequestDeleteRange; len(d.RangeEnd) == 1 && d.RangeEnd[0] == 0 {
+				from = append(from, d.Key)
+			}
+		case *pb.RequestOp_RequestPut:
+			if p := tv.RequestPut; p.IgnoreValue || p.IgnoreLease {
+				for _, k := range from {
+					if bytes.Compare(p.Key, k) >= 0 {
+						return rpctypes.ErrGRPCDuplicateKey
 					}
 				}
-			case *pb.RequestOp_RequestTxn:
-				n, err := walk(tv.RequestTxn, path[1:])
-				if err != nil {
-					return 0, err
-				}
-				txns += n + 1
-				path = path[n+1:]
 			}
 		}
-		return txns, nil
-	}
-	_, err := walk(rt, path)
-	return err
+		return nil
+	})
 }
 
 // newTxnResp builds the response skeleton for the chosen branches; nested
