@@ -36,27 +36,26 @@ import (
 // sequenced; etcd makes the KV ones when it applies the request, so a KV
 // write is checked again when the sequencer decides it (admitAs).
 
-// checkRead checks a read (Range, RangeStream, a read-only Txn) of the
-// caller of ctx, and returns the caller for staleRead.
-func (s *Server) checkRead(ctx context.Context, req proto.Message) (*auth.AuthInfo, error) {
+// serializeRead is etcd's doSerialize for a read (Range, RangeStream, a
+// read-only Txn) of the caller of ctx: the caller's permissions are
+// checked, then get reads; then the auth revision the caller was judged at
+// (a JWT's claim; for a simple token, the store's revision when the token
+// was looked up) must still be the store's, or the read, even one that
+// failed, is refused with "revision of auth store is old", on which etcd's
+// clients authenticate again and retry.
+func (s *Server) serializeRead(ctx context.Context, req proto.Message, get func() error) error {
 	ai, err := s.caller(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	_, err = s.permitKV(ctx, ai, req)
-	return ai, err
-}
-
-// staleRead is etcd's check after a read (doSerialize): the auth revision
-// the caller was judged at (a JWT's claim; for a simple token, the store's
-// revision when the token was looked up) must still be the store's, or the
-// read, even one that failed, is refused with "revision of auth store is
-// old", on which etcd's clients authenticate again and retry.
-func (s *Server) staleRead(ai *auth.AuthInfo) error {
-	if ai == nil || ai.Revision == 0 || ai.Revision == s.auth.store.Revision() {
-		return nil
+	if _, err := s.permitKV(ctx, ai, req); err != nil {
+		return err
 	}
-	return authError(auth.ErrAuthOldRevision)
+	err = get()
+	if ai != nil && ai.Revision != 0 && ai.Revision != s.auth.store.Revision() {
+		return authError(auth.ErrAuthOldRevision)
+	}
+	return err
 }
 
 // permitKV checks a KV request (Range, Put, DeleteRange, Txn) of ai, a

@@ -23,14 +23,11 @@ func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespon
 	if err := etcdkv.CheckRange(r); err != nil {
 		return nil, err
 	}
-	ai, err := s.checkRead(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := s.rangeShards(ctx, r)
-	if serr := s.staleRead(ai); serr != nil {
-		return nil, serr
-	}
+	var resp *pb.RangeResponse
+	err := s.serializeRead(ctx, r, func() (err error) {
+		resp, err = s.rangeShards(ctx, r)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -84,18 +81,13 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 		return nil, err
 	}
 	if etcdkv.IsTxnReadOnly(r) {
-		ai, err := s.checkRead(ctx, r)
-		if err != nil {
-			return nil, err
-		}
 		var resp *pb.TxnResponse
-		err = s.read(ctx, func(v *shard.View) (err error) {
-			resp, err = etcdkv.Txn(etcdkv.ReadOnly(v), r, nil)
-			return err
+		err := s.serializeRead(ctx, r, func() error {
+			return s.read(ctx, func(v *shard.View) (err error) {
+				resp, err = etcdkv.Txn(etcdkv.ReadOnly(v), r, nil)
+				return err
+			})
 		})
-		if serr := s.staleRead(ai); serr != nil {
-			return nil, serr
-		}
 		if err != nil {
 			return nil, err
 		}

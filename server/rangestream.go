@@ -29,15 +29,7 @@ func (s *Server) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) err
 	if etcdkv.HasRevisionFilters(r) {
 		return status.Errorf(codes.Unimplemented, "RangeStream does not support revision filters")
 	}
-	ai, err := s.checkRead(rs.Context(), r)
-	if err != nil {
-		return err
-	}
-	err = s.streamRange(r, rs)
-	if serr := s.staleRead(ai); serr != nil {
-		return serr
-	}
-	return err
+	return s.serializeRead(rs.Context(), r, func() error { return s.streamRange(r, rs) })
 }
 
 // streamRange sends a checked RangeStream's chunks.
