@@ -138,17 +138,15 @@ func (h *Hub) syncRound() bool {
 // If the stream cannot take it, the batch is dropped and w rereads it from
 // its first revision in a later round; flushCatchUp then reports false.
 func (h *Hub) flushCatchUp(w *watcher) bool {
-	evs, from := w.caught, w.caughtFrom
+	if len(w.caught) > 0 {
+		resp := &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: h.rev}, WatchId: w.id, Events: w.caught}
+		if !w.stream.offer(w, resp) {
+			w.rewind()
+			return false
+		}
+		w.sentEvents = true
+	}
 	w.resetCatchUp()
-	if len(evs) == 0 {
-		return true
-	}
-	resp := &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: h.rev}, WatchId: w.id, Events: evs}
-	if !w.stream.offer(w, resp) {
-		w.next = from
-		return false
-	}
-	w.sentEvents = true
 	return true
 }
 

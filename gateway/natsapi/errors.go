@@ -51,17 +51,17 @@ func errReplyTooLarge(size int, max int64) error {
 // to send (errWriteReplyTooLarge).
 const HeaderRevision = "Revd-Revision"
 
-// errWriteReplyTooLarge is errReplyTooLarge for a write, saying whether it
-// was carried out (a Txn whose taken branches only read was not).
-func errWriteReplyTooLarge(req, resp proto.Message, size int, max int64) error {
+// errWriteReplyTooLarge is errReplyTooLarge for a write answered with resp
+// at revision rev, saying whether it was carried out (did; a Txn whose taken
+// branches only read was not) and, for a Txn, which branch ran.
+func errWriteReplyTooLarge(resp proto.Message, did bool, rev int64, size int, max int64) error {
 	what := "the write was carried out, at revision %d"
 	if t, ok := resp.(*pb.TxnResponse); ok {
 		what = fmt.Sprintf("the transaction ran (succeeded: %v) and was carried out, at revision %%d", t.Succeeded)
-		if !wrote(req, resp) {
+		if !did {
 			what = fmt.Sprintf("the transaction ran (succeeded: %v) and wrote nothing (revision %%d)", t.Succeeded)
 		}
 	}
-	rev := resp.(interface{ GetHeader() *pb.ResponseHeader }).GetHeader().GetRevision()
 	return status.Errorf(codes.ResourceExhausted,
 		"revd: "+what+", but its reply of %d bytes exceeds the NATS max_payload of %d bytes; read the result back instead of sending the request again", rev, size, max)
 }

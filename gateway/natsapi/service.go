@@ -407,9 +407,10 @@ func (s *Service) publishReply(subject, reply string, req, resp proto.Message, e
 		if size, max := len(msg.Data), s.nc.MaxPayload(); err == nil && int64(size) > max {
 			err = errReplyTooLarge(size, max)
 			if h, ok := resp.(interface{ GetHeader() *pb.ResponseHeader }); ok && req != nil {
-				err = errWriteReplyTooLarge(req, resp, size, max)
-				if wrote(req, resp) {
-					applied = h.GetHeader().GetRevision()
+				rev, did := h.GetHeader().GetRevision(), wrote(req, resp)
+				err = errWriteReplyTooLarge(resp, did, rev, size, max)
+				if did {
+					applied = rev
 				}
 			}
 		}
