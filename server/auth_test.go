@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"revd/actors/sequencer"
-	"revd/internal/authtest"
+	"revd/internal/testutil/authtest"
 	"revd/journal"
 )
 

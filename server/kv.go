@@ -15,7 +15,7 @@ import (
 
 	"revd/actors/sequencer"
 	"revd/actors/shard"
-	"revd/projections/etcdkv"
+	"revd/internal/etcdkv"
 )
 
 // Range answers a RangeRequest from the shards (see the package doc).

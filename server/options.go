@@ -6,7 +6,7 @@ import (
 
 	leaseactor "revd/actors/lease"
 	"revd/actors/watch"
-	"revd/projections/etcdkv"
+	"revd/internal/etcdkv"
 )
 
 // DefaultMaxRequestBytes is etcd's default request size limit (1.5 MiB).

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"revd/projections/etcdkv"
+	"revd/internal/etcdkv"
 )
 
 // initialStreamChunkLimit is the first chunk's size, as etcd's.

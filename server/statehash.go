@@ -6,7 +6,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"revd/actors/shard"
-	"revd/projections/etcdkv"
+	"revd/internal/etcdkv"
 	"revd/projections/statehash"
 	maintenancev1 "revd/protos/revd/maintenance/v1"
 )

@@ -6,7 +6,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/protobuf/proto"
 
-	"revd/projections/etcdkv"
+	"revd/internal/etcdkv"
 	"revd/projections/lease"
 	"revd/projections/mvcc"
 )

@@ -8,7 +8,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
-	"revd/gateway/natsclient"
+	"revd/client/natsclient"
 )
 
 // Authentication, as etcdctl's: --user, --password and --auth-jwt-token

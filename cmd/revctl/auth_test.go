@@ -7,10 +7,10 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"revd/client/natsclient"
 	"revd/gateway/natsapi"
 	"revd/gateway/natsapi/natsapitest"
-	"revd/gateway/natsclient"
-	"revd/internal/authtest"
+	"revd/internal/testutil/authtest"
 	"revd/server"
 )
 

@@ -13,7 +13,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/pkg/v3/flags"
 
-	"revd/gateway/natsclient"
+	"revd/client/natsclient"
 )
 
 // Exit codes, those of etcdctl (go.etcd.io/etcd/pkg/v3/cobrautl).

@@ -9,9 +9,9 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"revd/client/natsclient"
 	"revd/gateway/natsapi"
 	"revd/gateway/natsapi/natsapitest"
-	"revd/gateway/natsclient"
 )
 
 // cli runs revctl command lines through the real command code, against

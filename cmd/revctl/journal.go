@@ -10,12 +10,12 @@ import (
 	"slices"
 	"strings"
 
+	"revd/cmd/revctl/internal/journaltool"
 	"revd/journal"
-	"revd/journaltool"
 )
 
 // The journal commands replay a data directory's journal offline (package
-// revd/journaltool), except checkpoint and hash, which ask a running
+// revd/cmd/revctl/internal/journaltool), except checkpoint and hash, which ask a running
 // server over NATS. Their exit statuses, unlike etcdctl's:
 //
 //	0  done (verify: no problem found)

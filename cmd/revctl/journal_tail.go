@@ -6,9 +6,9 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
-	"revd/gateway/natsclient"
+	"revd/client/natsclient"
+	"revd/cmd/revctl/internal/journaltool"
 	"revd/journal"
-	"revd/journaltool"
 )
 
 // journalTail streams every event of a running server from revision --from

@@ -9,10 +9,10 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"revd/client/natsclient"
 	"revd/gateway/natsapi"
 	"revd/gateway/natsapi/natsapitest"
-	"revd/gateway/natsclient"
-	"revd/internal/syncbuf"
+	"revd/internal/testutil/syncbuf"
 	"revd/server"
 )
 

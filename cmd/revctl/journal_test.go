@@ -16,9 +16,9 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"revd/client/natsclient"
 	"revd/gateway/natsapi"
 	"revd/gateway/natsapi/natsapitest"
-	"revd/gateway/natsclient"
 	"revd/server"
 )
 

@@ -8,9 +8,9 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	leaseactor "revd/actors/lease"
+	"revd/client/natsclient"
 	"revd/gateway/natsapi"
 	"revd/gateway/natsapi/natsapitest"
-	"revd/gateway/natsclient"
 	"revd/server"
 )
 

@@ -20,7 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"revd/gateway/natsclient"
+	"revd/client/natsclient"
 )
 
 func main() {

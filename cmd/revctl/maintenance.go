@@ -10,7 +10,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
-	"revd/gateway/natsclient"
+	"revd/client/natsclient"
 )
 
 // endpoint health, endpoint hashkv and defrag, as etcdctl 3.7.3 runs

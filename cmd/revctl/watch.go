@@ -11,7 +11,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/client/v3"
 
-	"revd/gateway/natsclient"
+	"revd/client/natsclient"
 )
 
 // watchClient is what revctl watch needs: *natsclient.Client has it.

@@ -15,11 +15,11 @@ import (
 	"strings"
 	"time"
 
+	"revd/client/natsclient"
 	"revd/gateway/clienttls"
-	"revd/gateway/natsclient"
 	"revd/internal/autocompact"
+	"revd/internal/etcdkv"
 	"revd/journal"
-	"revd/projections/etcdkv"
 	"revd/server"
 )
 

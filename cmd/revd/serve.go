@@ -23,12 +23,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
 
+	"revd/client/natsclient"
 	"revd/gateway/grpcapi"
 	"revd/gateway/grpcstats"
 	"revd/gateway/httpapi"
 	"revd/gateway/metrics"
 	"revd/gateway/natsapi"
-	"revd/gateway/natsclient"
 	"revd/internal/autocompact"
 	"revd/server"
 )

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"revd/internal/testpki"
+	"revd/internal/testutil/testpki"
 )
 
 // serve accepts TLS connections on a loopback port with cfg, completing

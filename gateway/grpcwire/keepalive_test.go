@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"revd/gateway/grpcwire"
-	"revd/internal/h2raw"
+	"revd/internal/testutil/h2raw"
 )
 
 // The keepalive options and the stream limit behave as grpc-go's server

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"revd/internal/testpki"
+	"revd/internal/testutil/testpki"
 )
 
 // TestSplit: HTTP/1 requests reach the HTTP side and are answered; HTTP/2

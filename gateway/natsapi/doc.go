@@ -71,7 +71,7 @@
 // so a client can rebuild the error with
 // rpctypes.Error(status.Error(codes.Code(code), message)) and compare it
 // with rpctypes.ErrEmptyKey and friends, as etcd's clientv3 does (package
-// revd/gateway/natsclient does exactly that). Other errors:
+// revd/client/natsclient does exactly that). Other errors:
 //
 //   - a payload that does not decode as the endpoint's request message:
 //     code 3 (InvalidArgument), "revd: cannot decode <message> from the

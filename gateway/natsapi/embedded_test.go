@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"revd/gateway/natsapi"
-	"revd/internal/syncbuf"
+	"revd/internal/testutil/syncbuf"
 )
 
 func TestEmbeddedTCP(t *testing.T) {

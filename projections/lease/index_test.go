@@ -8,7 +8,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
-	"revd/projections/etcdkv"
+	"revd/internal/etcdkv"
 	"revd/projections/lease"
 	"revd/projections/mvcc"
 )

@@ -312,7 +312,7 @@ func TestScriptedTxn(t *testing.T) {
 // ignore_lease or ignore_value of a key inside the deleted range, which etcd
 // runs when the two are not both on the branches taken. (When they are, and
 // the key exists, etcd 3.7.3 crashes; revd refuses that one:
-// projections/etcdkv's TestTxnFromKeyDeleteThenIgnorePut.)
+// internal/etcdkv's TestTxnFromKeyDeleteThenIgnorePut.)
 func TestScriptedFromKeyDeletes(t *testing.T) {
 	h := NewHarness(t, testutil.Options{})
 	ignoreLease := func(k string) *pb.RequestOp { return opPut(&pb.PutRequest{Key: b(k), IgnoreLease: true}) }

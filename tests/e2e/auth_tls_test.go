@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
-	"revd/internal/serverproc"
-	"revd/internal/testpki"
+	"revd/internal/testutil/serverproc"
+	"revd/internal/testutil/testpki"
 	"revd/tests/testutil"
 )
 

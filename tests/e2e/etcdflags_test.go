@@ -21,7 +21,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc/status"
 
-	"revd/internal/syncbuf"
+	"revd/internal/testutil/syncbuf"
 	"revd/tests/testutil"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"revd/internal/h2raw"
+	"revd/internal/testutil/h2raw"
 	"revd/tests/testutil"
 )
 

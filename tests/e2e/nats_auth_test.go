@@ -16,8 +16,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/protobuf/proto"
 
-	"revd/gateway/natsclient"
-	"revd/internal/syncbuf"
+	"revd/client/natsclient"
+	"revd/internal/testutil/syncbuf"
 	"revd/tests/testutil"
 )
 

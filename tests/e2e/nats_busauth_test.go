@@ -10,9 +10,9 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc/metadata"
 
+	"revd/client/natsclient"
 	"revd/gateway/natsapi"
-	"revd/gateway/natsclient"
-	"revd/internal/authtest"
+	"revd/internal/testutil/authtest"
 	"revd/tests/testutil"
 )
 

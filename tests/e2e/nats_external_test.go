@@ -17,9 +17,9 @@ import (
 	"github.com/nats-io/nkeys"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
-	"revd/gateway/natsclient"
-	"revd/internal/syncbuf"
-	"revd/internal/testpki"
+	"revd/client/natsclient"
+	"revd/internal/testutil/syncbuf"
+	"revd/internal/testutil/testpki"
 	"revd/tests/testutil"
 )
 

@@ -12,8 +12,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/protobuf/proto"
 
+	"revd/client/natsclient"
 	"revd/gateway/natsapi"
-	"revd/gateway/natsclient"
 	"revd/tests/conformance"
 	"revd/tests/testutil"
 )

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"revd/internal/serverproc"
-	"revd/internal/testpki"
+	"revd/internal/testutil/serverproc"
+	"revd/internal/testutil/testpki"
 	"revd/tests/testutil"
 )
 

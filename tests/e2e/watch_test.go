@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"revd/gateway/natsclient"
+	"revd/client/natsclient"
 	"revd/tests/conformance"
 	"revd/tests/testutil"
 )

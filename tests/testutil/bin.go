@@ -23,7 +23,7 @@ import (
 	"syscall"
 	"testing"
 
-	"revd/internal/serverproc"
+	"revd/internal/testutil/serverproc"
 )
 
 // EtcdVersion is the etcd release revd must be indistinguishable from.

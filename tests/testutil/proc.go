@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"revd/internal/serverproc"
+	"revd/internal/testutil/serverproc"
 )
 
 // StartTimeout bounds how long a server may take to answer its first

@@ -20,7 +20,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"revd/bench/internal/stats"
-	"revd/gateway/natsclient"
+	"revd/client/natsclient"
 )
 
 // Op is the request a run sends.

@@ -1,7 +1,7 @@
 // Package proc builds and runs the servers under test: etcd 3.7.3 and etcd's
 // benchmark tool from the bench/tools module (built from the Go module
 // proxy and cached across runs), revd from the working tree, and the
-// server processes themselves (started by revd/internal/serverproc, as the
+// server processes themselves (started by revd/internal/testutil/serverproc, as the
 // tests' are), with their memory and CPU time read from /proc.
 package proc
 
@@ -18,7 +18,7 @@ import (
 	"strings"
 	"syscall"
 
-	"revd/internal/serverproc"
+	"revd/internal/testutil/serverproc"
 )
 
 // EtcdVersion is the etcd release revd is compared with.

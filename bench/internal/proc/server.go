@@ -5,7 +5,7 @@ import (
 	"os"
 	"time"
 
-	"revd/internal/serverproc"
+	"revd/internal/testutil/serverproc"
 )
 
 // Kinds of server.

@@ -96,7 +96,7 @@ func Markdown(w io.Writer, s *Suite, charts []ChartFile) error {
 
 	if len(s.NATS) > 0 {
 		m.h("revd's NATS API")
-		m.p("The same requests through revd's NATS request-reply API (revd/gateway/natsclient), with the clients spread over NATS connections as the tool spreads them over gRPC connections.")
+		m.p("The same requests through revd's NATS request-reply API (revd/client/natsclient), with the clients spread over NATS connections as the tool spreads them over gRPC connections.")
 		m.row("workload", "clients (conns)", "NATS req/s", "NATS p50", "NATS p99", "revd CPU/req", "gRPC req/s", "NATS/gRPC", "notes")
 		m.sep(9)
 		for _, n := range s.NATS {
@@ -293,7 +293,7 @@ var method = []string{
 	"**memory per idle watcher**: on a fresh server (one that has run workloads reuses freed heap and hardly grows), its VmRSS after creating the watchers (each on a key of its own that nobody writes, 100 per stream) minus before, divided by their number.",
 	"**VmRSS / VmHWM after the gRPC workloads**: `/proc/<pid>/status` of the server right after its last tool workload, before anything else runs on it.",
 	"**range over many keys**: a fresh server, the keys written by txns of 128 puts (8-byte keys, 256-byte values), then one linearizable Range of all of them with their values, repeated; the median time, and VmHWM afterwards (the peak of the process's life, loading included).",
-	"**NATS API** (revd only): the harness's load generator (`revd/gateway/natsclient`) sends the same requests as the tool, with N clients sharing M NATS connections.",
+	"**NATS API** (revd only): the harness's load generator (`revd/client/natsclient`) sends the same requests as the tool, with N clients sharing M NATS connections.",
 	"**restart time** (revd only): from exec of `revd` on a journal written with the journal package to the first answered Range.",
 	"**CPU profile** (revd only): `net/http/pprof` of revd (`--pprof`) while the tool runs the 100-client put load, summarized from `go tool pprof -top`; components sum the own (flat) time of their functions.",
 }

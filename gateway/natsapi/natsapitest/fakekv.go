@@ -4,7 +4,7 @@
 // net/http/httptest).
 //
 // FakeKV answers with revd's own KV semantics (the sequencer's pure Core
-// over an mvcc.Store, and projections/etcdkv for reads) without the
+// over an mvcc.Store, and internal/etcdkv for reads) without the
 // journal, the actors or any network, so the NATS front door, its client
 // and the revctl CLI can be tested without a whole server. It has no leases
 // (a non-zero lease is "requested lease not found") and no watch.
@@ -18,7 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"revd/actors/sequencer"
-	"revd/projections/etcdkv"
+	"revd/internal/etcdkv"
 	"revd/projections/mvcc"
 )
 

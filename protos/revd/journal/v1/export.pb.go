@@ -1,5 +1,5 @@
 // The header of a journal export in protobuf form (revctl journal export
-// --format proto; package revd/journaltool reads and writes it).
+// --format proto; package revd/cmd/revctl/internal/journaltool reads and writes it).
 //
 // An export in protobuf form is a sequence of length-delimited messages:
 // each one is its size in bytes as a protobuf base-128 varint, then the

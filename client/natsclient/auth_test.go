@@ -14,10 +14,10 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/metadata"
 
+	"revd/client/natsclient"
 	"revd/gateway/natsapi"
 	"revd/gateway/natsapi/natsapitest"
-	"revd/gateway/natsclient"
-	"revd/internal/authtest"
+	"revd/internal/testutil/authtest"
 	maintenancev1 "revd/protos/revd/maintenance/v1"
 	revd "revd/server"
 )

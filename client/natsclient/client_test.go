@@ -13,9 +13,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"revd/client/natsclient"
 	"revd/gateway/natsapi"
 	"revd/gateway/natsapi/natsapitest"
-	"revd/gateway/natsclient"
 )
 
 func start(t *testing.T) (*natsclient.Client, *natsapitest.FakeKV, *natsapitest.Harness) {

@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"revd/client/natsclient"
 	"revd/gateway/natsapi"
 	"revd/gateway/natsapi/natsapitest"
-	"revd/gateway/natsclient"
 	revd "revd/server"
 )
 

@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"revd/client/natsclient"
 	"revd/gateway/natsapi"
 	"revd/gateway/natsapi/natsapitest"
-	"revd/gateway/natsclient"
 	maintenancev1 "revd/protos/revd/maintenance/v1"
 )
 
