@@ -29,23 +29,21 @@ type Alarm struct {
 	Type     int32
 }
 
-// SetAlarms replaces the durable alarms with alarms, synced before it
-// returns.
-func (j *Journal) SetAlarms(alarms []Alarm) error {
-	if err := j.life.enter(); err != nil {
-		return err
-	}
-	defer j.life.exit()
+// SetAlarms replaces the durable alarms with alarms when the batch
+// commits.
+func (b *Batch) SetAlarms(alarms []Alarm) {
 	v := make([]byte, crcLen, crcLen+len(alarms)*alarmEntryLen)
 	for _, a := range alarms {
 		v = binary.BigEndian.AppendUint64(v, a.MemberID)
 		v = binary.BigEndian.AppendUint32(v, uint32(a.Type))
 	}
 	binary.BigEndian.PutUint32(v, crc32.Checksum(v[crcLen:], castagnoli))
-	if err := j.db.Set(keyAlarms, v, pebble.Sync); err != nil {
-		return fmt.Errorf("journal: set alarms: %w", err)
-	}
-	return nil
+	b.op(func() error {
+		if err := b.pb.Set(keyAlarms, v, nil); err != nil {
+			return fmt.Errorf("journal: set alarms: %w", err)
+		}
+		return nil
+	})
 }
 
 // Alarms returns the durable alarms, in the order they were set. A damaged

@@ -15,7 +15,7 @@ func TestAlarmsDurable(t *testing.T) {
 		t.Fatalf("fresh journal: %v, %v", got, err)
 	}
 	want := []Alarm{{MemberID: 7, Type: 2}, {MemberID: 1 << 63, Type: 1}}
-	if err := j.SetAlarms(want); err != nil {
+	if err := setAlarms(j, want); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Close(); err != nil {
@@ -25,7 +25,7 @@ func TestAlarmsDurable(t *testing.T) {
 	if got, err := j.Alarms(); err != nil || !slices.Equal(got, want) {
 		t.Fatalf("after reopen: %v, %v; want %v", got, err, want)
 	}
-	if err := j.SetAlarms(nil); err != nil {
+	if err := setAlarms(j, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := j.Alarms(); err != nil || len(got) != 0 {

@@ -79,26 +79,23 @@ func authPayload(key, v []byte) ([]byte, error) {
 	return v[crcLen:], nil
 }
 
-// ChangeAuth applies changes to the durable auth store in one Pebble batch,
-// synced before it returns.
-func (j *Journal) ChangeAuth(changes []AuthChange) error {
-	if err := j.life.enter(); err != nil {
-		return err
+// ChangeAuth records changes to the durable auth store when the batch
+// commits, after whatever the batch already holds. An empty or malformed
+// change fails the batch.
+func (b *Batch) ChangeAuth(changes []AuthChange) {
+	if len(changes) == 0 {
+		return
 	}
-	defer j.life.exit()
-	b := j.db.NewBatch()
-	defer b.Close()
-	if err := setAuth(b, changes); err != nil {
-		return fmt.Errorf("journal: auth: %w", err)
-	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("journal: auth: %w", err)
-	}
-	return nil
+	b.op(func() error {
+		if err := setAuth(b.pb, changes); err != nil {
+			return fmt.Errorf("journal: auth: %w", err)
+		}
+		return nil
+	})
 }
 
 // setAuth writes changes into b. It is the one writer of the a/ keys:
-// ChangeAuth and Loader.AddAuth both use it.
+// Batch.ChangeAuth and Loader.AddAuth both use it.
 func setAuth(b *pebble.Batch, changes []AuthChange) error {
 	for _, c := range changes {
 		var err error

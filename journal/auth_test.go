@@ -46,7 +46,7 @@ func TestAuthDurable(t *testing.T) {
 	}
 	equalAuth(t, st, AuthState{})
 	on, rev, rev2 := true, uint64(1), uint64(7)
-	if err := j.ChangeAuth([]AuthChange{
+	if err := changeAuth(j, []AuthChange{
 		{Revision: &rev}, {PutUser: user("root", "root")}, {PutUser: user("alice")}, {PutRole: role("reader", "k")},
 		{PutRole: role("writer", "w")}, {Enabled: &on}, {Revision: &rev2}, {PutUser: user("alice", "reader")},
 	}); err != nil {
@@ -62,7 +62,7 @@ func TestAuthDurable(t *testing.T) {
 	}
 	equalAuth(t, st, want)
 	off := false
-	if err := j.ChangeAuth([]AuthChange{{DeleteUser: "alice"}, {DeleteRole: "writer"}, {Enabled: &off}}); err != nil {
+	if err := changeAuth(j, []AuthChange{{DeleteUser: "alice"}, {DeleteRole: "writer"}, {Enabled: &off}}); err != nil {
 		t.Fatal(err)
 	}
 	st, err = j.Auth()
@@ -70,10 +70,10 @@ func TestAuthDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	equalAuth(t, st, AuthState{Revision: 7, Users: want.Users[1:], Roles: want.Roles[:1]})
-	if err := j.ChangeAuth([]AuthChange{{}}); err == nil {
+	if err := changeAuth(j, []AuthChange{{}}); err == nil {
 		t.Fatal("an empty change was accepted")
 	}
-	if err := j.ChangeAuth([]AuthChange{{PutUser: &authpb.User{}}}); err == nil {
+	if err := changeAuth(j, []AuthChange{{PutUser: &authpb.User{}}}); err == nil {
 		t.Fatal("a user without a name was accepted")
 	}
 	closeT(t, j)
@@ -112,7 +112,7 @@ func TestAuthDamage(t *testing.T) {
 			dir := t.TempDir()
 			j := openT(t, dir)
 			on := true
-			if err := j.ChangeAuth([]AuthChange{{PutUser: user("root", "root")}, {Enabled: &on}}); err != nil {
+			if err := changeAuth(j, []AuthChange{{PutUser: user("root", "root")}, {Enabled: &on}}); err != nil {
 				t.Fatal(err)
 			}
 			closeT(t, j)

@@ -25,7 +25,7 @@ type Batch struct {
 	compactRev    int64
 	hasCompactRev bool
 
-	leaseOps int // PutLease and DeleteLease calls (lease.go)
+	ops int // writes other than records and the compact revision: leases, auth, alarms
 
 	buf []byte // scratch for encoding, reused across records
 }
@@ -93,6 +93,31 @@ func (b *Batch) SetCompactRev(rev int64) {
 	b.compactRev, b.hasCompactRev = rev, true
 }
 
+// op runs one write other than a record or the compact revision into the
+// batch (a lease, an auth change, the alarms), unless the batch failed
+// already; its error fails the batch.
+func (b *Batch) op(write func() error) {
+	if b.err != nil {
+		return
+	}
+	if b.pb == nil {
+		b.err = errBatchDone
+		return
+	}
+	if err := write(); err != nil {
+		b.err = err
+		return
+	}
+	b.ops++
+}
+
+// fail fails the batch with err unless it failed already.
+func (b *Batch) fail(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
+
 // Len returns the number of records appended.
 func (b *Batch) Len() int { return b.n }
 
@@ -150,7 +175,7 @@ func (j *Journal) Commit(b *Batch) error {
 				b.compactRev, newLast)
 		}
 	}
-	if b.n == 0 && !b.hasCompactRev && b.leaseOps == 0 {
+	if b.n == 0 && !b.hasCompactRev && b.ops == 0 {
 		return nil
 	}
 	if err := b.pb.Commit(pebble.Sync); err != nil {

@@ -8,14 +8,26 @@
 //
 // # Writing: group commit
 //
-// There is a single writer, the sequencer. It collects the commands waiting
-// in its mailbox, assigns each a revision, appends one record per revision to
-// a Batch and commits the batch with Commit: one Pebble commit, synced. Every
-// record of the batch becomes durable with one fsync; only then may the
-// sequencer reply and publish. The journal starts no goroutines of its own.
+// There is a single writer of the journal's history, the sequencer. It
+// collects the commands waiting in its mailbox, assigns each a revision,
+// appends one record per revision to a Batch, together with everything else
+// decided meanwhile (lease grants and removals: PutLease, DeleteLease; the
+// compact revision: SetCompactRev; the auth store's changes: ChangeAuth; the
+// raised alarms: SetAlarms), and commits the batch with Commit: one Pebble
+// commit, synced. Everything in the batch becomes durable with one fsync;
+// only then may the sequencer reply and publish. The journal starts no
+// goroutines of its own.
 //
 // Commit refuses a batch whose first revision is not above the last
 // committed one, so a record is never overwritten.
+//
+// Three other writes never add or change a fact, and are not the
+// sequencer's: Open bumps m/term (one synced write, before anything else
+// runs); Fold rewrites records the sequencer already declared compacted
+// into the base snapshot (below); Defragment asks Pebble to rewrite its
+// files. At start-up, before the sequencer runs, the server may also
+// commit one batch of its own: the first auth revision etcd's auth store
+// sets on a fresh store.
 //
 // # Compaction: logical, then physical
 //

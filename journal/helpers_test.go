@@ -246,3 +246,17 @@ func applyRecords(state map[string]*mvccpb.KeyValue, recs []Record) {
 		}
 	}
 }
+
+// changeAuth commits changes to the auth store in a batch of their own.
+func changeAuth(j *Journal, changes []AuthChange) error {
+	b := j.NewBatch()
+	b.ChangeAuth(changes)
+	return j.Commit(b)
+}
+
+// setAlarms commits alarms in a batch of their own.
+func setAlarms(j *Journal, alarms []Alarm) error {
+	b := j.NewBatch()
+	b.SetAlarms(alarms)
+	return j.Commit(b)
+}

@@ -90,22 +90,16 @@ func (b *Batch) DeleteLease(id int64) {
 }
 
 func (b *Batch) leaseOp(id int64, op func(k []byte) error) {
-	if b.err != nil {
-		return
-	}
-	if b.pb == nil {
-		b.err = errBatchDone
-		return
-	}
 	if id == 0 {
-		b.err = fmt.Errorf("journal: lease id 0")
+		b.fail(fmt.Errorf("journal: lease id 0"))
 		return
 	}
-	if err := op(leaseKey(id)); err != nil {
-		b.err = fmt.Errorf("journal: lease %016x: %w", id, err)
-		return
-	}
-	b.leaseOps++
+	b.op(func() error {
+		if err := op(leaseKey(id)); err != nil {
+			return fmt.Errorf("journal: lease %016x: %w", id, err)
+		}
+		return nil
+	})
 }
 
 // Leases iterates over the durable leases, in the order of their keys

@@ -163,7 +163,7 @@ func (l *Loader) AddLease(id, ttl int64) error {
 }
 
 // AddAuth writes the auth store (users with their password hashes, roles,
-// whether authentication is on, the auth revision) as ChangeAuth would
+// whether authentication is on, the auth revision) as Batch.ChangeAuth would
 // have: what Auth of the new directory returns. It may be called once, at
 // any time before Finish; a Loader that is not given one builds a
 // directory with a fresh auth store (off, no users, no roles; a server

@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/protobuf/proto"
 
+	"revd/actors/sequencer"
 	"revd/journal"
 )
 
@@ -21,7 +22,7 @@ import (
 // An alarm is raised for a member and a type: NOSPACE when a write would
 // take the journal past the quota (--quota-backend-bytes), or CORRUPT, which
 // only a client raises here (revd checks its data with CRCs as it reads it,
-// and stops on damage instead). Alarms are durable (journal.SetAlarms) and
+// and stops on damage instead). Alarms are durable (a sequencer.Change, journaled in a group commit) and
 // last until a client disarms them (etcdctl alarm disarm).
 //
 // While NOSPACE is raised, writes that would add data are refused with
@@ -174,7 +175,7 @@ func (s *Server) storeAlarms(list []*pb.AlarmMember) error {
 	for i, m := range list {
 		stored[i] = journal.Alarm{MemberID: m.MemberID, Type: int32(m.Alarm)}
 	}
-	if err := s.j.SetAlarms(stored); err != nil {
+	if err := s.journalChange(&sequencer.Change{Alarms: stored, SetAlarms: true}); err != nil {
 		s.log.Error("alarms not stored", "err", err)
 		return toStatus(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"revd/actors/sequencer"
+	"revd/journal"
 )
 
 // Authentication and authorization are etcd's: revd runs etcd's own auth
@@ -93,7 +94,7 @@ func (s *Server) openAuth() error {
 	if err != nil {
 		return fmt.Errorf("server: --auth-token %q: %w", s.opts.AuthToken, err)
 	}
-	g := &authGate{be: newAuthBackend(st, s.j.ChangeAuth, s.onAuthFail), cost: s.opts.BcryptCost, cn: s.opts.ClientCertAuth,
+	g := &authGate{be: newAuthBackend(st, s.commitAuth, s.onAuthFail), cost: s.opts.BcryptCost, cn: s.opts.ClientCertAuth,
 		forwardSecret: newForwardSecret()}
 	g.store = auth.NewAuthStore(lg, g.be, tp, g.cost)
 	g.admitNoUser = func(sequencer.LeaseKeys) error { return g.admitAt(0) }
@@ -104,6 +105,19 @@ func (s *Server) openAuth() error {
 	g.setMode()
 	s.auth = g
 	return nil
+}
+
+// commitAuth journals the auth store's changes through the sequencer. The
+// one change made before the sequencer runs, at start-up, is the first auth
+// revision etcd's NewAuthStore sets on a fresh store: it is written then,
+// alone, as the journal's term is.
+func (s *Server) commitAuth(changes []journal.AuthChange) error {
+	if s.seq == nil {
+		b := s.j.NewBatch()
+		b.ChangeAuth(changes)
+		return s.j.Commit(b)
+	}
+	return s.journalChange(&sequencer.Change{Auth: changes})
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()

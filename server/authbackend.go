@@ -15,12 +15,14 @@ import (
 // authBackend is the storage under etcd's auth store (go.etcd.io/etcd/
 // server/v3/auth, which revd runs as it is, so that users, roles,
 // permissions, tokens and their errors are etcd's own): the auth state in
-// memory, journaled under "a/" (journal.ChangeAuth) as the store changes it.
+// memory, journaled under "a/" as the store changes it.
 //
 // The store changes its backend inside BatchTx().Lock() ... Unlock(), and
 // reads it either there or inside ReadTx().RLock() ... RUnlock(), or through
-// the Get methods. Here the changes of one Lock ... Unlock are journaled as
-// one synced batch at Unlock, so every change the store makes is durable
+// the Get methods. Here the changes of one Lock ... Unlock are handed to the
+// sequencer at Unlock as one sequencer.Change, which joins the next group
+// commit, and Unlock waits until it is durable, so every change the store
+// makes is durable
 // before the store call that made it returns (etcd's bbolt commits later; its
 // raft log made the request durable first). A failed commit cannot be
 // returned through the store's interface: it is kept (failed) for the

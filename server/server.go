@@ -34,6 +34,7 @@ type Server struct {
 	started time.Time
 
 	system *actor.ActorSystem
+	seq    *sequencer.Actor
 	seqPID *actor.PID
 	set    *shard.Set
 	comp   *compactor
@@ -54,6 +55,7 @@ type Server struct {
 	compactRev atomic.Int64
 	failed     atomic.Pointer[error]
 
+	closing   chan struct{} // closed when Close begins
 	closeOnce sync.Once
 }
 
@@ -73,7 +75,8 @@ func New(opts Options) (*Server, error) {
 	if splits == nil {
 		splits = shard.DefaultSplits(DefaultShards)
 	}
-	s := &Server{opts: opts, log: opts.Logger, j: j, meta: j.Meta(), started: time.Now(), set: shard.NewSet(splits)}
+	s := &Server{opts: opts, log: opts.Logger, j: j, meta: j.Meta(), started: time.Now(), set: shard.NewSet(splits),
+		closing: make(chan struct{})}
 	seqStore := mvcc.NewStore()
 	// Both stores keep each key's current pair in memory and fetch older
 	// ones from the journal.
@@ -114,6 +117,7 @@ func New(opts Options) (*Server, error) {
 		OnCommit: s.onCommit,
 		OnFail:   s.onFail,
 	})
+	s.seq = seq
 	s.seqPID = s.system.Root.Spawn(seq.Props())
 	s.startLeases(leaseCopy)
 	if err := s.startWatch(); err != nil {
@@ -169,6 +173,7 @@ func (s *Server) onFail(err error) {
 func (s *Server) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
+		close(s.closing)
 		s.stopLeases()
 		if s.seqPID != nil {
 			_ = s.system.Root.StopFuture(s.seqPID).Wait()
@@ -215,5 +220,27 @@ func (l journalLog) commit(b *sequencer.Batch) error {
 		jb.SetCompactRev(b.CompactRev)
 	}
 	appendLeases(jb, b.Leases)
+	jb.ChangeAuth(b.Auth)
+	if b.SetAlarms {
+		jb.SetAlarms(b.Alarms)
+	}
 	return l.j.Commit(jb)
+}
+
+// journalChange sends c (auth changes, the alarms) through the sequencer,
+// the journal's single writer, and waits until the batch holding it is
+// durable.
+func (s *Server) journalChange(c *sequencer.Change) error {
+	if err := s.failedErr(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	c.Reply = func(err error) { done <- err }
+	s.seq.Submit(c)
+	select {
+	case err := <-done:
+		return err
+	case <-s.closing:
+		return sequencer.ErrStopped
+	}
 }

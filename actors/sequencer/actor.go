@@ -6,6 +6,7 @@ import (
 
 	"revd/actors/dispatch"
 	"revd/internal/batchq"
+	"revd/journal"
 )
 
 // Command is the message the sequencer actor takes: one write request and
@@ -34,6 +35,24 @@ type Expiry struct {
 	ID    int64
 	Seq   uint64
 	Reply func(Outcome)
+}
+
+// Change is a journal write that the sequencer orders among the commands
+// without deciding it: changes to etcd's auth store (decided by the auth
+// store itself, under its lock) or the new list of raised alarms. It goes
+// into the next group commit like a command's records, so the sequencer
+// stays the journal's single writer; Reply gets nil once the batch holding
+// it is durable, or the error that refused it.
+//
+// A Change is not sent to the actor but handed to Submit: it needs no
+// decision, and the auth store makes it while holding locks that a
+// command's Admit may need on the actor's goroutine.
+type Change struct {
+	Auth []journal.AuthChange
+	// Alarms, when SetAlarms is true, replace the durable alarms.
+	Alarms    []journal.Alarm
+	SetAlarms bool
+	Reply     func(error)
 }
 
 // Options configure the sequencer actor.
@@ -90,6 +109,17 @@ func (a *Actor) decide(m *Command) Outcome {
 		}
 	}
 	return a.core.Eval(m.Req)
+}
+
+// Submit queues c for the next group commit, after every command decided
+// so far, without going through the mailbox. It never blocks; c.Reply
+// gets the outcome.
+func (a *Actor) Submit(c *Change) {
+	reply := c.Reply
+	a.q.Push(pending{
+		out:   Outcome{Auth: c.Auth, Alarms: c.Alarms, SetAlarms: c.SetAlarms},
+		reply: func(o Outcome) { reply(o.Err) },
+	})
 }
 
 // Receive implements actor.Actor.

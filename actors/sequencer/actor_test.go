@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"revd/journal"
 	"revd/projections/mvcc"
 )
 
@@ -191,4 +192,49 @@ func TestAdmitWhenDecided(t *testing.T) {
 		t.Fatalf("command after the refused one: %+v, want revision 3", o)
 	}
 	close(log.entered)
+}
+
+// TestChangeJoinsGroupCommit: an auth change and an alarm list submitted
+// while a batch is being written go into the next batch, after the commands
+// decided before them, and are answered only once that batch is durable.
+func TestChangeJoinsGroupCommit(t *testing.T) {
+	sys := newSystem(t)
+	log := &gateLog{entered: make(chan struct{}, 1), release: make(chan error)}
+	a := New(Options{Core: NewCore(mvcc.NewStore(), nil), Log: log})
+	pid := sys.Root.Spawn(a.Props())
+	replies := make(chan Outcome, 10)
+	sys.Root.Send(pid, &Command{Req: put("k", "v"), Reply: func(o Outcome) { replies <- o }})
+	recv(t, log.entered) // the first batch is in Append
+	sys.Root.Send(pid, &Command{Req: put("k", "w"), Reply: func(o Outcome) { replies <- o }})
+	for a.q.Len() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	changed := make(chan error, 2)
+	on := true
+	a.Submit(&Change{Auth: []journal.AuthChange{{Enabled: &on}}, Reply: func(err error) { changed <- err }})
+	a.Submit(&Change{Alarms: []journal.Alarm{{MemberID: 1, Type: 1}}, SetAlarms: true, Reply: func(err error) { changed <- err }})
+	log.release <- nil
+	recv(t, replies)
+	recv(t, log.entered) // the second batch
+	select {
+	case err := <-changed:
+		t.Fatalf("change answered before its batch was durable: %v", err)
+	default:
+	}
+	log.release <- nil
+	for range 2 {
+		if err := recv(t, changed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o := recv(t, replies); o.Rev != 3 {
+		t.Fatalf("second put at revision %d, want 3", o.Rev)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	b := log.batches[1]
+	if len(b.Records) != 1 || b.Records[0].Revision != 3 || len(b.Auth) != 1 || !*b.Auth[0].Enabled ||
+		!b.SetAlarms || len(b.Alarms) != 1 {
+		t.Fatalf("second batch: %+v", b)
+	}
 }

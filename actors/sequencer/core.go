@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"revd/internal/etcdkv"
+	"revd/journal"
 	"revd/projections/lease"
 	"revd/projections/mvcc"
 )
@@ -69,6 +70,10 @@ type Outcome struct {
 	// Leases are the lease changes to journal: a grant, or the removal of
 	// a revoked or expired lease (whose keys' DELETE events are Events).
 	Leases []lease.Change
+	// Auth, Alarms and SetAlarms are a Change's journal writes.
+	Auth      []journal.AuthChange
+	Alarms    []journal.Alarm
+	SetAlarms bool
 }
 
 // Eval decides one command. req is a *pb.PutRequest, *pb.DeleteRangeRequest,

@@ -18,10 +18,18 @@ type Batch struct {
 	// Leases are the lease changes (grants, revokes, expiries) in the order
 	// they were decided; each one's Rev places it among the Records.
 	Leases []lease.Change
+	// Auth are the auth store's changes, in the order they were made.
+	Auth []journal.AuthChange
+	// Alarms, when SetAlarms is true, is the list of raised alarms as the
+	// batch's last alarm change left it.
+	Alarms    []journal.Alarm
+	SetAlarms bool
 }
 
 // Empty reports whether the batch has nothing to write.
-func (b *Batch) Empty() bool { return len(b.Records) == 0 && !b.Compact && len(b.Leases) == 0 }
+func (b *Batch) Empty() bool {
+	return len(b.Records) == 0 && !b.Compact && len(b.Leases) == 0 && len(b.Auth) == 0 && !b.SetAlarms
+}
 
 // Log is the durable journal the writer appends to. Append must not return
 // before the batch is synced to stable storage.
@@ -67,6 +75,10 @@ func (w *writer) run() {
 				b.Physical = b.Physical || o.Physical
 			}
 			b.Leases = append(b.Leases, o.Leases...)
+			b.Auth = append(b.Auth, o.Auth...)
+			if o.SetAlarms {
+				b.Alarms, b.SetAlarms = o.Alarms, true
+			}
 		}
 		if !b.Empty() {
 			if err := w.log.Append(b); err != nil {
