@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"revd/actors/sequencer"
 	"revd/journal"
 )
 
@@ -22,6 +23,7 @@ type compactor struct {
 	j         *journal.Journal
 	log       *slog.Logger
 	compacted func(prev, rev int64)
+	last      int64 // the newest compaction accepted (-1: none); on the committing goroutine
 
 	mu      sync.Mutex
 	cond    sync.Cond
@@ -33,11 +35,24 @@ type compactor struct {
 	done    chan struct{}
 }
 
-func newCompactor(j *journal.Journal, log *slog.Logger, compacted func(prev, rev int64)) *compactor {
-	c := &compactor{j: j, log: log, compacted: compacted, folded: j.BaseRev(), target: j.BaseRev(), done: make(chan struct{})}
+// newCompactor starts a compactor of j, whose newest durable compaction is
+// at last (-1: none).
+func newCompactor(j *journal.Journal, log *slog.Logger, last int64, compacted func(prev, rev int64)) *compactor {
+	c := &compactor{j: j, log: log, compacted: compacted, last: last, folded: j.BaseRev(), target: j.BaseRev(),
+		done: make(chan struct{})}
 	c.cond.L = &c.mu
 	go c.run()
 	return c
+}
+
+// committed follows a durable batch (a fanout subscriber): a compaction it
+// accepted is handed to accepted.
+func (c *compactor) committed(b *sequencer.Batch) {
+	if b.Compact {
+		prev := c.last
+		c.last = b.CompactRev
+		c.accepted(prev, b.CompactRev)
+	}
 }
 
 // accepted tells of a durable compaction at rev, prev being the one before

@@ -127,7 +127,7 @@ func (s *Server) StartWrite(ctx context.Context, req proto.Message, done func(pr
 		done(nil, err)
 		return true
 	}
-	s.system.Root.Send(s.seqPID, &sequencer.Command{Req: req, Admit: s.auth.admitNoUser, Reply: func(o sequencer.Outcome) {
+	s.seq.Send(&sequencer.Command{Req: req, Admit: s.auth.admitNoUser, Reply: func(o sequencer.Outcome) {
 		done(s.answer(o))
 	}})
 	return true
@@ -290,7 +290,7 @@ func (s *Server) send(ctx context.Context, cmd *sequencer.Command) (proto.Messag
 	}
 	w := replies.Get().(*reply)
 	cmd.Reply = w.send
-	s.system.Root.Send(s.seqPID, cmd)
+	s.seq.Send(cmd)
 	select {
 	case o := <-w.ch:
 		replies.Put(w) // answered: nothing else will arrive on it

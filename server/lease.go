@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
@@ -24,7 +23,7 @@ import (
 
 // leaseState is the server's lease machinery.
 type leaseState struct {
-	pid *actor.PID
+	ref *leaseactor.Ref
 	ids leaseIDs
 }
 
@@ -33,8 +32,8 @@ type leaseState struct {
 // from now on.
 func (s *Server) startLeases(idx *lease.Index) {
 	s.lease.ids.init(s.meta.MemberID, time.Now())
-	root, seq, log := s.system.Root, s.seqPID, s.log.With("component", "lease")
-	a := leaseactor.New(leaseactor.Options{
+	log := s.log.With("component", "lease")
+	s.lease.ref = leaseactor.Start(s.system, leaseactor.Options{
 		Index: idx,
 		Clock: s.opts.LeaseClock,
 		Expire: func(id int64, gen uint64) {
@@ -44,7 +43,7 @@ func (s *Server) startLeases(idx *lease.Index) {
 				log.Warn("lease expiry not recorded while the CORRUPT alarm is raised; it will be retried", "id", id)
 				return
 			}
-			root.Send(seq, &sequencer.Expiry{ID: id, Seq: gen, Reply: func(o sequencer.Outcome) {
+			s.seq.Expire(&sequencer.Expiry{ID: id, Seq: gen, Reply: func(o sequencer.Outcome) {
 				switch {
 				case o.Err != nil:
 					log.Warn("lease expiry not recorded; it will be retried", "id", id, "err", o.Err)
@@ -55,21 +54,11 @@ func (s *Server) startLeases(idx *lease.Index) {
 		},
 		Logger: log,
 	})
-	s.lease.pid = root.Spawn(a.Props())
-}
-
-// leaseCommitted hands a durable batch to the lease actor (from onCommit,
-// before any reply): it applies the lease changes and the keys' lease
-// attachments.
-func (s *Server) leaseCommitted(b *sequencer.Batch) {
-	if s.lease.pid != nil {
-		s.system.Root.Send(s.lease.pid, &leaseactor.Committed{Batch: b})
-	}
 }
 
 func (s *Server) stopLeases() {
-	if s.lease.pid != nil {
-		_ = s.system.Root.StopFuture(s.lease.pid).Wait()
+	if s.lease.ref != nil {
+		s.lease.ref.Stop()
 	}
 }
 
@@ -241,7 +230,7 @@ func (s *Server) LeaseLeases(ctx context.Context, _ *pb.LeaseLeasesRequest) (*pb
 // and waits for the answer or the end of ctx.
 func askLease[T any](ctx context.Context, s *Server, req func(reply func(T)) any) (T, error) {
 	ch := make(chan T, 1)
-	s.system.Root.Send(s.lease.pid, req(func(v T) { ch <- v }))
+	s.lease.ref.Send(req(func(v T) { ch <- v }))
 	select {
 	case v := <-ch:
 		return v, nil

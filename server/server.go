@@ -7,10 +7,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"revd/actors/fanout"
 	"revd/actors/sequencer"
+	"revd/actors/system"
 	"revd/actors/shard"
 	"revd/actors/watch"
 	"revd/journal"
@@ -33,14 +34,14 @@ type Server struct {
 	meta    journal.Meta
 	started time.Time
 
-	system *actor.ActorSystem
-	seq    *sequencer.Actor
-	seqPID *actor.PID
+	system *system.System
+	seq    *sequencer.Ref
 	set    *shard.Set
 	comp   *compactor
 	lease  leaseState
+	fan    fanout.Fanout
 
-	hubPID      *actor.PID
+	hub         *watch.HubRef
 	watchBudget *watch.Budget
 	watchStats  *watch.Stats
 	stats       counters
@@ -107,24 +108,26 @@ func New(opts Options) (*Server, error) {
 	s.committed.Store(seqStore.Rev())
 	s.compactRev.Store(compactRev)
 
-	s.system = actor.NewActorSystemWithConfig(actor.Configure(
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet(opts.Logger) }),
-	))
-	s.set.Spawn(s.system.Root)
-	seq := sequencer.New(sequencer.Options{
+	s.system = system.New(opts.Logger)
+	s.set.Start(s.system)
+	s.comp = newCompactor(j, opts.Logger.With("component", "compactor"), compactRev, s.compactionHash)
+	s.seq = sequencer.Start(s.system, sequencer.Options{
 		Core:     sequencer.NewCore(seqStore, leases),
 		Log:      journalLog{j: j, timed: opts.CommitDuration},
-		OnCommit: s.onCommit,
+		OnCommit: s.fan.Publish,
 		OnFail:   s.onFail,
 	})
-	s.seq = seq
-	s.seqPID = s.system.Root.Spawn(seq.Props())
 	s.startLeases(leaseCopy)
 	if err := s.startWatch(); err != nil {
 		s.Close()
 		return nil, err
 	}
-	s.comp = newCompactor(j, opts.Logger.With("component", "compactor"), s.compactionHash)
+	// Readers first (see package fanout for the order).
+	s.fan.Subscribe(s.advance)
+	s.fan.Subscribe(s.publish)
+	s.fan.Subscribe(s.set.Committed)
+	s.fan.Subscribe(s.comp.committed)
+	s.fan.Subscribe(s.lease.ref.Committed)
 	if compactRev-1 > j.BaseRev() {
 		s.comp.schedule(compactRev)
 	}
@@ -133,32 +136,19 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// onCommit publishes a durable batch: it runs on the writer goroutine after
-// the fsync and before any command of the batch is answered. The revisions
-// become readable first (a client that sees an event and then reads must
-// find its revision), then the feed is told, before the key shards and the
-// lease actor: the goroutines each one wakes run in the order woken when
-// the cores are busy, and the feed's is the start of the longest path,
-// the one to the watchers.
-func (s *Server) onCommit(b *sequencer.Batch) {
-	n := len(b.Records)
-	if n > 0 {
+// advance moves the committed revision and compaction by a durable batch,
+// and the counters (the first fanout subscriber): it runs on the writer
+// goroutine after the fsync and before any command of the batch is
+// answered, so the batch's revisions are readable before anything else
+// hears of them.
+func (s *Server) advance(b *sequencer.Batch) {
+	if n := len(b.Records); n > 0 {
 		s.committed.Store(b.Records[n-1].Revision)
 	}
 	s.stats.countCommitted(b)
-	prevCompact := s.compactRev.Load()
 	if b.Compact {
 		s.compactRev.Store(b.CompactRev)
 	}
-	s.publish(b)
-	if n > 0 {
-		s.set.Dispatch(b.Records, b.Records[n-1].Revision)
-	}
-	if b.Compact {
-		s.set.DispatchCompact(s.system.Root, b.CompactRev)
-		s.comp.accepted(prevCompact, b.CompactRev)
-	}
-	s.leaseCommitted(b)
 }
 
 // onFail stops writes for good: the sequencer's state is ahead of a journal
@@ -175,13 +165,13 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closing)
 		s.stopLeases()
-		if s.seqPID != nil {
-			_ = s.system.Root.StopFuture(s.seqPID).Wait()
+		if s.seq != nil {
+			s.seq.Stop()
 		}
-		if s.hubPID != nil {
-			_ = s.system.Root.StopFuture(s.hubPID).Wait()
+		if s.hub != nil {
+			s.hub.Stop()
 		}
-		s.set.Stop(s.system.Root)
+		s.set.Stop()
 		if s.comp != nil {
 			s.comp.close()
 		}

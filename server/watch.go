@@ -19,9 +19,7 @@ const grpcOverheadBytes = 512 * 1024
 // requests (Handle), runs its sender (Run) and closes it when the client
 // goes away.
 func (s *Server) NewWatchStream(ctx context.Context, sink watch.Sink) *watch.Stream {
-	return watch.NewStream(watch.StreamOptions{
-		Hub:              s.hubPID,
-		Root:             s.system.Root,
+	return s.hub.NewStream(watch.StreamOptions{
 		Sink:             sink,
 		Rev:              s.committed.Load,
 		Fill:             s.fill,
@@ -45,7 +43,7 @@ func (s *Server) NewWatchStream(ctx context.Context, sink watch.Sink) *watch.Str
 func (s *Server) startWatch() error {
 	s.watchBudget = &watch.Budget{Limit: s.opts.WatchServerEvents}
 	s.watchStats = &watch.Stats{}
-	hub := watch.NewHub(watch.HubOptions{
+	s.hub = watch.StartHub(s.system, watch.HubOptions{
 		Stats:      s.watchStats,
 		History:    s.j,
 		Prev:       s.prevAt,
@@ -60,11 +58,10 @@ func (s *Server) startWatch() error {
 			return rev, min(s.compactRev.Load(), rev)
 		},
 	})
-	s.hubPID = s.system.Root.Spawn(hub.Props())
 	return nil
 }
 
-// publish puts a durable batch on the commit feed.
+// publish puts a durable batch on the commit feed (a fanout subscriber).
 func (s *Server) publish(b *sequencer.Batch) {
 	c := &watch.Commit{Records: b.Records}
 	if b.Compact {

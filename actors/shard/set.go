@@ -8,6 +8,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"revd/actors/dispatch"
+	"revd/actors/sequencer"
+	"revd/actors/system"
 	"revd/journal"
 	"revd/projections/mvcc"
 )
@@ -27,6 +29,7 @@ type Set struct {
 	splits  [][]byte // shard i holds keys in [splits[i-1], splits[i])
 	shards  []*Shard
 	pids    []*actor.PID
+	root    *actor.RootContext // set by Start
 	tracker *Tracker
 }
 
@@ -89,8 +92,10 @@ func (s *Set) FinishRestore(rev, compactRev int64) {
 	}
 }
 
-// Spawn starts one actor per shard.
-func (s *Set) Spawn(root *actor.RootContext) {
+// Start spawns one actor per shard on sys.
+func (s *Set) Start(sys *system.System) {
+	root := sys.Root()
+	s.root = root
 	for _, sh := range s.shards {
 		sh := sh
 		pid := root.Spawn(dispatch.Props(sh))
@@ -100,9 +105,9 @@ func (s *Set) Spawn(root *actor.RootContext) {
 }
 
 // Stop stops the shard actors and waits for them.
-func (s *Set) Stop(root *actor.RootContext) {
+func (s *Set) Stop() {
 	for _, pid := range s.pids {
-		_ = root.StopFuture(pid).Wait()
+		_ = s.root.StopFuture(pid).Wait()
 	}
 }
 
@@ -137,11 +142,22 @@ func (s *Set) Dispatch(revs []journal.Record, lastRev int64) {
 	}
 }
 
+// Committed hands the shards a durable batch (a fanout subscriber): its
+// records (Dispatch), then its compaction (DispatchCompact).
+func (s *Set) Committed(b *sequencer.Batch) {
+	if n := len(b.Records); n > 0 {
+		s.Dispatch(b.Records, b.Records[n-1].Revision)
+	}
+	if b.Compact {
+		s.DispatchCompact(b.CompactRev)
+	}
+}
+
 // DispatchCompact asks every shard to compact at rev, after what was
 // dispatched before.
-func (s *Set) DispatchCompact(root *actor.RootContext, rev int64) {
+func (s *Set) DispatchCompact(rev int64) {
 	for _, pid := range s.pids {
-		root.Send(pid, &Compact{Rev: rev})
+		s.root.Send(pid, &Compact{Rev: rev})
 	}
 }
 

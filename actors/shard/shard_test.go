@@ -3,14 +3,13 @@ package shard
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
+	"revd/actors/system"
 	"revd/journal"
 	"revd/projections/mvcc"
 )
@@ -54,13 +53,11 @@ func TestOwnerAndSpan(t *testing.T) {
 // TestViewAcrossShards: a view reads every shard at one revision, merges in
 // key order, applies the limit after merging and sums the counts.
 func TestViewAcrossShards(t *testing.T) {
-	sys := actor.NewActorSystemWithConfig(actor.Configure(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.DiscardHandler)
-	})))
+	sys := system.New(nil)
 	defer sys.Shutdown()
 	s := NewSet([][]byte{[]byte("g"), []byte("p")})
-	s.Spawn(sys.Root)
-	defer s.Stop(sys.Root)
+	s.Start(sys)
+	defer s.Stop()
 
 	s.Dispatch([]journal.Record{
 		{Revision: 2, Events: []*mvccpb.Event{putEv("a", "1", 2), putEv("h", "1", 2), putEv("z", "1", 2)}},
@@ -98,7 +95,7 @@ func TestViewAcrossShards(t *testing.T) {
 	if kvs, _, _ := v.Range([]byte{0}, []byte{}, 0, 0); keys(kvs) != "a,b,h,z" {
 		t.Fatalf("pinned view moved: %q", keys(kvs))
 	}
-	s.DispatchCompact(sys.Root, 4)
+	s.DispatchCompact(4)
 	if _, _, err := s.View(4, 4).Range([]byte("a"), nil, 3, 0); !errors.Is(err, mvcc.ErrCompacted) {
 		t.Fatalf("read below the compaction: %v", err)
 	}
@@ -209,13 +206,11 @@ func TestSkippedBatchWaitsForPendingApply(t *testing.T) {
 // events for that shard; the shard reports the batch once the reader is
 // done.
 func TestWriterNeverWaitsForAReader(t *testing.T) {
-	sys := actor.NewActorSystemWithConfig(actor.Configure(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.DiscardHandler)
-	})))
+	sys := system.New(nil)
 	defer sys.Shutdown()
 	s := NewSet([][]byte{[]byte("g")})
-	s.Spawn(sys.Root)
-	defer s.Stop(sys.Root)
+	s.Start(sys)
+	defer s.Stop()
 
 	held := s.shards[1]
 	held.mu.RLock()

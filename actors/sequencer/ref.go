@@ -1,0 +1,33 @@
+package sequencer
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"revd/actors/system"
+)
+
+// Ref is a running sequencer actor, as the rest of revd holds it.
+type Ref struct {
+	root *actor.RootContext
+	pid  *actor.PID
+	a    *Actor
+}
+
+// Start spawns a sequencer with opts on sys.
+func Start(sys *system.System, opts Options) *Ref {
+	a := New(opts)
+	return &Ref{root: sys.Root(), pid: sys.Root().Spawn(a.Props()), a: a}
+}
+
+// Send hands the sequencer a command to decide.
+func (r *Ref) Send(c *Command) { r.root.Send(r.pid, c) }
+
+// Expire hands the sequencer a lease's expiry to decide.
+func (r *Ref) Expire(e *Expiry) { r.root.Send(r.pid, e) }
+
+// Submit queues a change for the next group commit (see Actor.Submit).
+func (r *Ref) Submit(c *Change) { r.a.Submit(c) }
+
+// Stop stops the actor once the commands already decided are durable and
+// answered, and waits for it.
+func (r *Ref) Stop() { _ = r.root.StopFuture(r.pid).Wait() }
