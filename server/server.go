@@ -11,8 +11,8 @@ import (
 
 	"revd/actors/fanout"
 	"revd/actors/sequencer"
-	"revd/actors/system"
 	"revd/actors/shard"
+	"revd/actors/system"
 	"revd/actors/watch"
 	"revd/journal"
 	"revd/projections/lease"
