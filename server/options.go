@@ -84,7 +84,7 @@ type Options struct {
 	// OnAuthChange, if set, is called after every change of the auth store
 	// (users, roles, permissions, the switch) once it is journaled, before
 	// the change's request is answered, with whether authentication was
-	// turned on or off. natsapi.BusUsers.Recheck is one.
+	// turned on or off. bus.BusUsers.Recheck is one.
 	OnAuthChange func(switched bool)
 
 	// LeaseClock drives lease deadlines (tests pass a

@@ -6,7 +6,7 @@ import (
 
 // The hub follows the commit feed only while somebody watches. A store
 // nobody watches then pays nothing for the feed: the writer skips encoding
-// and publishing a batch no subscriber wants (natsapi.Feed asks the NATS
+// and publishing a batch no subscriber wants (bus.Feed asks the NATS
 // server for interest), and the hub decodes nothing.
 //
 // Attaching (the first watcher, or a progress request of a stream with

@@ -34,8 +34,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"revd/actors/watch"
+	"revd/bus"
 	"revd/gateway/grpcapi"
-	"revd/gateway/natsapi"
 	"revd/server"
 )
 
@@ -164,7 +164,7 @@ func run(cfg config) (*result, error) {
 	}
 	opts := server.Options{DataDir: dir}
 	if cfg.feed == "nats" {
-		ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: natsapi.ListenOff})
+		ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: bus.ListenOff})
 		if err != nil {
 			return nil, err
 		}
@@ -174,7 +174,7 @@ func run(cfg config) (*result, error) {
 			return nil, err
 		}
 		defer nc.Close()
-		opts.Feed = natsapi.NewFeed(nc, "", nil)
+		opts.Feed = bus.NewFeed(nc, "", nil)
 	} else if cfg.feed != "local" {
 		return nil, fmt.Errorf("unknown feed %q", cfg.feed)
 	}

@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/metadata"
 
+	"revd/bus"
 	"revd/client/natsclient"
 	"revd/gateway/natsapi"
 	"revd/gateway/natsapi/natsapitest"
@@ -177,13 +178,13 @@ func TestTokenHeader(t *testing.T) {
 // a client of it made with opts.
 func authMember(t *testing.T, opts natsclient.Options) (*revd.Server, *natsclient.Client) {
 	t.Helper()
-	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: natsapi.ListenOff})
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: bus.ListenOff})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	nc := natsapitest.Connect(t, ns, "revd")
-	srv, err := revd.New(revd.Options{DataDir: t.TempDir(), BcryptCost: 4, Feed: natsapi.NewFeed(nc, "", nil)})
+	srv, err := revd.New(revd.Options{DataDir: t.TempDir(), BcryptCost: 4, Feed: bus.NewFeed(nc, "", nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"revd/bus"
 	"revd/client/natsclient"
 	"revd/gateway/natsapi"
 	"revd/gateway/natsapi/natsapitest"
@@ -30,7 +31,7 @@ type member struct {
 func (m *member) start() {
 	m.t.Helper()
 	m.nc = natsapitest.Connect(m.t, m.ns, "revd")
-	srv, err := revd.New(revd.Options{DataDir: m.dir, Feed: natsapi.NewFeed(m.nc, "", nil)})
+	srv, err := revd.New(revd.Options{DataDir: m.dir, Feed: bus.NewFeed(m.nc, "", nil)})
 	if err != nil {
 		m.t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func (m *member) stop() {
 }
 
 func newMember(t *testing.T) *member {
-	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: natsapi.ListenOff})
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: bus.ListenOff})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"revd/bus"
 	"revd/client/natsclient"
 	"revd/gateway/natsapi"
 	"revd/gateway/natsapi/natsapitest"
@@ -259,7 +260,7 @@ func TestConnectionError(t *testing.T) {
 // store served under prefix.
 func servedOverTCP(t *testing.T, prefix string) *server.Server {
 	t.Helper()
-	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: "127.0.0.1:0"})
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
 
+	"revd/bus"
 	"revd/client/natsclient"
 	"revd/gateway/grpcapi"
 	"revd/gateway/grpcstats"
@@ -54,9 +55,9 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return err
 	}
 	defer stopNATS()
-	feed := natsapi.NewFeed(feedNC, cfg.natsSubjectRoot, log.With("component", "feed"))
+	feed := bus.NewFeed(feedNC, cfg.natsSubjectRoot, log.With("component", "feed"))
 	if ns != nil {
-		feed.SkipWithoutInterest(natsapi.EmbeddedInterest(ns))
+		feed.SkipWithoutInterest(bus.EmbeddedInterest(ns))
 	}
 
 	quota := cfg.quotaBytes
@@ -202,7 +203,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	}
 	log.Info("revd ready", "name", cfg.name, "client_urls", urls, "client_http_urls", httpURLs, "nats", natsDescription(cfg),
 		"member_id", fmt.Sprintf("%x", srv.MemberID()), "cluster_id", fmt.Sprintf("%x", srv.ClusterID()))
-	if srv.AuthEnabled() && (cfg.natsURL != "" || (cfg.natsListen != natsapi.ListenOff && cfg.natsUser == "" && cfg.natsAuth != natsAuthEtcd)) {
+	if srv.AuthEnabled() && (cfg.natsURL != "" || (cfg.natsListen != bus.ListenOff && cfg.natsUser == "" && cfg.natsAuth != natsAuthEtcd)) {
 		log.Warn("authentication is on, and the NATS bus carries every change (the commit feed) and other clients' replies "+
 			"to whoever may subscribe: restrict it (--nats-auth=etcd for the embedded server, or NATS's own authorization), "+
 			"or run --nats-listen=off", "nats", natsDescription(cfg))
@@ -273,10 +274,10 @@ func stopGRPC(gs grpcServer) {
 // connectNATS connects to --nats-url, or starts the embedded NATS server
 // (returned, nil otherwise) and connects to it in-process. It returns the
 // connection the commit feed is published on and the NATS API's: on the
-// embedded server two, revd's own users (natsapi.InternalUser and
+// embedded server two, revd's own users (bus.InternalUser and
 // ServiceUser, whose connection may not publish on the feed); on another
 // server one, both.
-func connectNATS(cfg *config, log *slog.Logger, busUsers *natsapi.BusUsers) (feedNC, svcNC *nats.Conn, _ *natsserver.Server, stop func(), _ error) {
+func connectNATS(cfg *config, log *slog.Logger, busUsers *bus.BusUsers) (feedNC, svcNC *nats.Conn, _ *natsserver.Server, stop func(), _ error) {
 	if cfg.natsURL != "" {
 		opts, err := cfg.natsSecurity.Options()
 		if err != nil {
@@ -294,10 +295,10 @@ func connectNATS(cfg *config, log *slog.Logger, busUsers *natsapi.BusUsers) (fee
 	secret := make([]byte, 24)
 	rand.Read(secret)
 	internal := base64.RawURLEncoding.EncodeToString(secret)
-	eopts := natsapi.EmbeddedOptions{Listen: cfg.natsListen, Logger: log.With("component", "nats"),
+	eopts := bus.EmbeddedOptions{Listen: cfg.natsListen, Logger: log.With("component", "nats"),
 		Username: cfg.natsUser, Password: cfg.natsPassword, InternalPassword: internal, SubjectPrefix: cfg.natsSubjectRoot,
 		Users: busUsers}
-	ns, err := natsapi.StartEmbedded(eopts)
+	ns, err := bus.StartEmbedded(eopts)
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("starting the embedded NATS server on %s: %w", cfg.natsListen, err)
 	}
@@ -308,9 +309,9 @@ func connectNATS(cfg *config, log *slog.Logger, busUsers *natsapi.BusUsers) (fee
 		}
 		return nc, nil
 	}
-	feedNC, err = connect(natsapi.InternalUser)
+	feedNC, err = connect(bus.InternalUser)
 	if err == nil {
-		svcNC, err = connect(natsapi.ServiceUser)
+		svcNC, err = connect(bus.ServiceUser)
 	}
 	if err != nil {
 		if feedNC != nil {
@@ -332,11 +333,11 @@ var errStoreNotOpen = errors.New("revd: the store is not open yet")
 // newBusUsers returns the embedded NATS server's etcd users
 // (--nats-auth=etcd), nil otherwise, checked against the store once it is
 // open: until then clients are refused.
-func newBusUsers(cfg *config, store *atomic.Pointer[server.Server]) *natsapi.BusUsers {
+func newBusUsers(cfg *config, store *atomic.Pointer[server.Server]) *bus.BusUsers {
 	if cfg.natsAuth != natsAuthEtcd {
 		return nil
 	}
-	return &natsapi.BusUsers{
+	return &bus.BusUsers{
 		CheckPassword: func(user, password string) (bool, error) {
 			if srv := store.Load(); srv != nil {
 				return srv.CheckUser(user, password)
@@ -365,7 +366,7 @@ func natsDescription(cfg *config) string {
 	switch {
 	case cfg.natsURL != "":
 		return natsclient.RedactURLs(cfg.natsURL)
-	case cfg.natsListen == natsapi.ListenOff:
+	case cfg.natsListen == bus.ListenOff:
 		return "embedded, in-process only"
 	}
 	return "embedded on " + cfg.natsListen

@@ -1,6 +1,5 @@
-// Package natsapi is revd's NATS front door: it serves etcd's KV and
-// Maintenance.Status calls as NATS request/reply, and it can run the NATS
-// server itself inside the revd process.
+// Package natsapi is revd's NATS front door: it serves etcd's KV, Lease,
+// Watch, Auth and Maintenance calls as NATS request/reply.
 //
 // # Subjects
 //
@@ -119,14 +118,6 @@
 // requests already delivered are answered with "server stopped") and waits
 // for running calls to finish.
 //
-// # Embedded NATS server
-//
-// StartEmbedded runs a nats-server inside the process. Its Listen option is
-// "host:port" (default "127.0.0.1:4222", port 0 picks a free port) or "off":
-// no TCP listener at all, and clients in the same process connect with
-// nats.InProcessServer(ns). The embedded server logs through the given
-// *slog.Logger, or not at all, and never installs signal handlers. Its
-// max_payload defaults to 8 MiB, above etcd's default 1.5 MiB request limit;
-// a reply larger than max_payload is the ResourceExhausted error above (use
-// a range limit).
+// The NATS server (embedded or not), the commit feed and etcd's users on
+// the bus belong to package bus, which this package uses.
 package natsapi

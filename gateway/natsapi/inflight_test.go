@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"revd/bus"
+
 	"github.com/nats-io/nats.go"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/protobuf/proto"
@@ -95,7 +97,7 @@ func TestErrorReplyCodes(t *testing.T) {
 // connections to it (each closed when the test ends).
 func inProcessNATS(t *testing.T) func() *nats.Conn {
 	t.Helper()
-	ns, err := StartEmbedded(EmbeddedOptions{Listen: ListenOff})
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: bus.ListenOff})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/protobuf/proto"
 
+	"revd/bus"
 	"revd/gateway/natsapi"
 	"revd/gateway/natsapi/natsapitest"
 )
@@ -337,7 +338,7 @@ func TestNilResponse(t *testing.T) {
 func TestReplyTooLarge(t *testing.T) {
 	kv := natsapitest.NewFakeKV()
 	h := natsapitest.Start(t, kv, natsapitest.FakeStatus(kv), natsapi.Options{})
-	big := make([]byte, natsapi.DefaultMaxPayload/2)
+	big := make([]byte, bus.DefaultMaxPayload/2)
 	for _, k := range []string{"a", "b", "c"} {
 		wantOK(t, request(t, h.Conn, natsapi.SubjectPut, &pb.PutRequest{Key: []byte(k), Value: big}), &pb.PutResponse{})
 	}

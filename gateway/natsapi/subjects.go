@@ -3,6 +3,8 @@ package natsapi
 import (
 	"fmt"
 	"strings"
+
+	"revd/bus"
 )
 
 // ServiceName is the name of the NATS micro service Serve registers.
@@ -13,8 +15,8 @@ const ServiceName = "revd"
 const ServiceVersion = "1.0.0"
 
 // DefaultSubjectPrefix is the first token of every subject unless
-// Options.SubjectPrefix says otherwise.
-const DefaultSubjectPrefix = "revd"
+// Options.SubjectPrefix says otherwise: the bus's.
+const DefaultSubjectPrefix = bus.DefaultSubjectPrefix
 
 // Endpoint names: the part of a subject after the prefix.
 const (
@@ -38,12 +40,7 @@ const (
 
 // Subject returns the subject of endpoint under prefix (DefaultSubjectPrefix
 // when prefix is empty), e.g. Subject("", EndpointPut) == SubjectPut.
-func Subject(prefix, endpoint string) string {
-	if prefix == "" {
-		prefix = DefaultSubjectPrefix
-	}
-	return prefix + "." + endpoint
-}
+func Subject(prefix, endpoint string) string { return bus.Subject(prefix, endpoint) }
 
 // validatePrefix accepts one or more dot-separated literal tokens.
 func validatePrefix(prefix string) error {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"revd/actors/watch"
+	"revd/bus"
 	"revd/gateway/natsapi"
 	"revd/journal"
 	"revd/tests/testutil"
@@ -56,7 +57,7 @@ func TestNATSClientsCannotForgeCommitsOrServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A forged commit for the next revision.
-	forged, err := natsapi.EncodeCommit(&watch.Commit{Records: []journal.Record{{Revision: 2, Events: []*mvccpb.Event{
+	forged, err := bus.EncodeCommit(&watch.Commit{Records: []journal.Record{{Revision: 2, Events: []*mvccpb.Event{
 		{Type: mvccpb.Event_PUT, Kv: &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("forged"), CreateRevision: 2, ModRevision: 2, Version: 1}},
 	}}}})
 	if err != nil {
@@ -100,8 +101,8 @@ func TestNATSClientsCannotForgeCommitsOrServe(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the feed's subscriber: %v", err)
 	}
-	if m.Header.Get(natsapi.HeaderFirstRevision) != "2" {
-		t.Errorf("the feed's first message is for revision %q, want 2 (the forged one was refused)", m.Header.Get(natsapi.HeaderFirstRevision))
+	if m.Header.Get(bus.HeaderFirstRevision) != "2" {
+		t.Errorf("the feed's first message is for revision %q, want 2 (the forged one was refused)", m.Header.Get(bus.HeaderFirstRevision))
 	}
 }
 

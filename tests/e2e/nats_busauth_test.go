@@ -10,8 +10,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc/metadata"
 
+	"revd/bus"
 	"revd/client/natsclient"
-	"revd/gateway/natsapi"
 	"revd/internal/testutil/authtest"
 	"revd/tests/testutil"
 )
@@ -68,7 +68,7 @@ func TestNATSAuthEtcdUsers(t *testing.T) {
 
 	aliceViolations := make(chan error, 10)
 	aliceGone := make(chan struct{}, 1)
-	aliceNC, err := nats.Connect(p.NATSURL, nats.UserInfo("alice", authtest.AlicePassword), nats.CustomInboxPrefix(natsapi.InboxPrefix("alice")),
+	aliceNC, err := nats.Connect(p.NATSURL, nats.UserInfo("alice", authtest.AlicePassword), nats.CustomInboxPrefix(bus.InboxPrefix("alice")),
 		nats.ReconnectWait(100*time.Millisecond),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { offer(aliceViolations, err) }),
 		nats.DisconnectErrHandler(func(*nats.Conn, error) {
@@ -103,7 +103,7 @@ func TestNATSAuthEtcdUsers(t *testing.T) {
 	}
 
 	rootViolations := make(chan error, 10)
-	root, err := nats.Connect(p.NATSURL, nats.UserInfo("root", authtest.RootPassword), nats.CustomInboxPrefix(natsapi.InboxPrefix("root")),
+	root, err := nats.Connect(p.NATSURL, nats.UserInfo("root", authtest.RootPassword), nats.CustomInboxPrefix(bus.InboxPrefix("root")),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { offer(rootViolations, err) }))
 	if err != nil {
 		t.Fatalf("root: %v", err)
@@ -119,7 +119,7 @@ func TestNATSAuthEtcdUsers(t *testing.T) {
 	if _, err := alice.Put(ctx, &pb.PutRequest{Key: []byte("a/2"), Value: []byte("v")}); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := feed.NextMsg(10 * time.Second); err != nil || m.Header.Get(natsapi.HeaderFirstRevision) == "" {
+	if m, err := feed.NextMsg(10 * time.Second); err != nil || m.Header.Get(bus.HeaderFirstRevision) == "" {
 		t.Errorf("root on the feed: %v, %v", m, err)
 	}
 	select {
@@ -130,7 +130,7 @@ func TestNATSAuthEtcdUsers(t *testing.T) {
 
 	// revctl, as alice on the bus and in etcd.
 	aliceURL := strings.Replace(p.NATSURL, "nats://", "nats://alice:"+authtest.AlicePassword+"@", 1)
-	if r := runRevctl(t, aliceURL, "--nats-inbox-prefix", natsapi.InboxPrefix("alice"), "--user", "alice:"+authtest.AlicePassword, "put", "a/r", "1"); r.Exit != 0 || r.Stdout != "OK\n" {
+	if r := runRevctl(t, aliceURL, "--nats-inbox-prefix", bus.InboxPrefix("alice"), "--user", "alice:"+authtest.AlicePassword, "put", "a/r", "1"); r.Exit != 0 || r.Stdout != "OK\n" {
 		t.Errorf("revctl put as alice: %+v", r)
 	}
 

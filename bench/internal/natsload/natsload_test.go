@@ -7,12 +7,13 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"revd/bus"
 	"revd/gateway/natsapi"
 	"revd/gateway/natsapi/natsapitest"
 )
 
 func TestRun(t *testing.T) {
-	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: "127.0.0.1:0"})
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

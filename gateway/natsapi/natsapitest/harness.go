@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"revd/bus"
 	"revd/gateway/natsapi"
 )
 
@@ -22,7 +23,7 @@ type Harness struct {
 // shutdown with t.Cleanup. It fails the test on any error.
 func Start(t testing.TB, kv pb.KVServer, status natsapi.StatusFunc, opts natsapi.Options) *Harness {
 	t.Helper()
-	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: natsapi.ListenOff})
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: bus.ListenOff})
 	if err != nil {
 		t.Fatalf("start embedded NATS: %v", err)
 	}

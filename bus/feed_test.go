@@ -1,4 +1,4 @@
-package natsapi_test
+package bus_test
 
 import (
 	"testing"
@@ -9,7 +9,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"revd/actors/watch"
-	"revd/gateway/natsapi"
+	"revd/bus"
 	"revd/journal"
 )
 
@@ -25,8 +25,8 @@ func commitAt(rev int64) *watch.Commit {
 // is skipped.
 func TestFeedSkipsWithoutInterest(t *testing.T) {
 	ns, nc := inProcess(t)
-	interest := natsapi.EmbeddedInterest(ns)
-	feed := natsapi.NewFeed(nc, "", nil).SkipWithoutInterest(interest)
+	interest := bus.EmbeddedInterest(ns)
+	feed := bus.NewFeed(nc, "", nil).SkipWithoutInterest(interest)
 
 	if interest(feed.Subject()) {
 		t.Fatal("interest before any subscription")
@@ -79,7 +79,7 @@ func TestFeedSkipsWithoutInterest(t *testing.T) {
 // it in process; both end with the test.
 func inProcess(t *testing.T) (*server.Server, *nats.Conn) {
 	t.Helper()
-	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: natsapi.ListenOff})
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: bus.ListenOff})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func inMsgs(t *testing.T, ns *server.Server) int64 {
 // body or fill headers were changed; genuine ones around them do.
 func TestFeedDropsForgedCommits(t *testing.T) {
 	_, nc := inProcess(t)
-	feed := natsapi.NewFeed(nc, "", nil)
+	feed := bus.NewFeed(nc, "", nil)
 	got := make(chan *watch.Commit, 10)
 	if _, err := feed.Subscribe(func(c *watch.Commit) { got <- c }); err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func TestFeedDropsForgedCommits(t *testing.T) {
 		t.Fatalf("the genuine commit: %+v", c)
 	}
 
-	forged, err := natsapi.EncodeCommit(commitAt(3))
+	forged, err := bus.EncodeCommit(commitAt(3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,13 +141,13 @@ func TestFeedDropsForgedCommits(t *testing.T) {
 		filled.Header[k] = v
 	}
 	filled.Data = genuine.Data
-	filled.Header.Set(natsapi.HeaderFillTo, "99")
+	filled.Header.Set(bus.HeaderFillTo, "99")
 	for _, m := range []*nats.Msg{plain, tampered, filled} {
 		if err := nc.PublishMsg(m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	natsapi.NewFeed(nc, "", nil).Publish(commitAt(3)) // another process's key
+	bus.NewFeed(nc, "", nil).Publish(commitAt(3)) // another process's key
 	feed.Publish(commitAt(3))
 	select {
 	case c := <-got:

@@ -1,4 +1,4 @@
-package natsapi
+package bus
 
 import (
 	"crypto/subtle"
@@ -49,7 +49,7 @@ type busConn struct{ user, record string }
 
 // ErrBusUsersOptions refuses Users without InternalPassword, or with
 // Username: the bus has etcd's users, or one of its own.
-var ErrBusUsersOptions = errors.New("natsapi: embedded NATS server: etcd's users on the bus need InternalPassword, CheckPassword, On and Record, and exclude Username")
+var ErrBusUsersOptions = errors.New("bus: embedded NATS server: etcd's users on the bus need InternalPassword, CheckPassword, On and Record, and exclude Username")
 
 // InboxPrefix is the inbox prefix a client connecting as user must use
 // (nats.CustomInboxPrefix) while etcd's users are on the bus.

@@ -1,4 +1,4 @@
-package natsapi
+package bus
 
 import (
 	"crypto/hmac"

@@ -1,4 +1,4 @@
-package natsapi_test
+package bus_test
 
 import (
 	"log/slog"
@@ -9,13 +9,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"revd/gateway/natsapi"
+	"revd/bus"
 	"revd/internal/testutil/syncbuf"
 )
 
 func TestEmbeddedTCP(t *testing.T) {
 	var logs syncbuf.Buffer
-	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{
 		Listen: "127.0.0.1:0",
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 	})
@@ -32,8 +32,8 @@ func TestEmbeddedTCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	if got := nc.MaxPayload(); got != natsapi.DefaultMaxPayload {
-		t.Errorf("max payload %d, want %d", got, natsapi.DefaultMaxPayload)
+	if got := nc.MaxPayload(); got != bus.DefaultMaxPayload {
+		t.Errorf("max payload %d, want %d", got, bus.DefaultMaxPayload)
 	}
 	if !strings.Contains(logs.String(), "Listening for client connections") {
 		t.Errorf("server log did not reach the slog logger:\n%s", logs.String())
@@ -47,7 +47,7 @@ func TestEmbeddedPortTaken(t *testing.T) {
 	}
 	defer l.Close()
 	// A long ReadyTimeout: StartEmbedded must not wait for it.
-	_, err = natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: l.Addr().String(), ReadyTimeout: time.Hour})
+	_, err = bus.StartEmbedded(bus.EmbeddedOptions{Listen: l.Addr().String(), ReadyTimeout: time.Hour})
 	if err == nil {
 		t.Fatal("StartEmbedded succeeded on a taken port")
 	}
@@ -59,14 +59,14 @@ func TestEmbeddedPortTaken(t *testing.T) {
 
 func TestEmbeddedBadListen(t *testing.T) {
 	for _, listen := range []string{"4222", "host:port", "127.0.0.1:70000"} {
-		if _, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: listen}); err == nil {
+		if _, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: listen}); err == nil {
 			t.Errorf("StartEmbedded(%q) succeeded", listen)
 		}
 	}
 }
 
 func TestEmbeddedOff(t *testing.T) {
-	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: natsapi.ListenOff})
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: bus.ListenOff})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestEmbeddedOff(t *testing.T) {
 // With a user name and password, the embedded server refuses clients that
 // do not present them; those that do connect, over TCP or in process.
 func TestEmbeddedCredentials(t *testing.T) {
-	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: "127.0.0.1:0", Username: "revd", Password: "s3cret"})
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", Username: "revd", Password: "s3cret"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestEmbeddedCredentials(t *testing.T) {
 		}
 		nc.Close()
 	}
-	if _, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: natsapi.ListenOff, Username: "revd"}); err == nil {
+	if _, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: bus.ListenOff, Username: "revd"}); err == nil {
 		t.Error("a user name without a password was taken")
 	}
 }
@@ -124,7 +124,7 @@ func TestEmbeddedCredentials(t *testing.T) {
 // both; the configured user may not take revd's user name.
 func TestEmbeddedKeepsRevdSubjects(t *testing.T) {
 	for _, user := range []string{"", "app"} {
-		ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: "127.0.0.1:0", Username: user, Password: map[string]string{"app": "pw"}[user],
+		ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", Username: user, Password: map[string]string{"app": "pw"}[user],
 			InternalPassword: "internal-pw", SubjectPrefix: "x"})
 		if err != nil {
 			t.Fatal(err)
@@ -154,15 +154,15 @@ func TestEmbeddedKeepsRevdSubjects(t *testing.T) {
 		if n := try("client "+user, 2, client...); n != 2 {
 			t.Errorf("client %q: %d permissions violations, want 2 (publishing on x.feed, subscribing to x.kv.put)", user, n)
 		}
-		if n := try("revd", 0, nats.UserInfo(natsapi.InternalUser, "internal-pw")); n != 0 {
+		if n := try("revd", 0, nats.UserInfo(bus.InternalUser, "internal-pw")); n != 0 {
 			t.Errorf("revd's own user: %d permissions violations, want none", n)
 		}
-		if n := try("revd's service", 1, nats.UserInfo(natsapi.ServiceUser, "internal-pw")); n != 1 {
+		if n := try("revd's service", 1, nats.UserInfo(bus.ServiceUser, "internal-pw")); n != 1 {
 			t.Errorf("revd's service user: %d permissions violations, want 1 (publishing on x.feed)", n)
 		}
 	}
-	if _, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: natsapi.ListenOff, Username: natsapi.InternalUser, Password: "pw",
-		InternalPassword: "internal-pw"}); err != natsapi.ErrInternalUserName {
-		t.Errorf("--nats-user %s: %v, want ErrInternalUserName", natsapi.InternalUser, err)
+	if _, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: bus.ListenOff, Username: bus.InternalUser, Password: "pw",
+		InternalPassword: "internal-pw"}); err != bus.ErrInternalUserName {
+		t.Errorf("--nats-user %s: %v, want ErrInternalUserName", bus.InternalUser, err)
 	}
 }

@@ -1,4 +1,4 @@
-package natsapi_test
+package bus_test
 
 import (
 	"bufio"
@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	"revd/bus"
 
-	"revd/gateway/natsapi"
+	"github.com/nats-io/nats.go"
 )
 
 // violationCounter counts a connection's permissions violations.
@@ -56,7 +56,7 @@ func TestEmbeddedEtcdUsers(t *testing.T) {
 	var on atomic.Bool
 	var mu sync.Mutex
 	records := map[string]string{"alice": "1", "root": "1"}
-	users := &natsapi.BusUsers{
+	users := &bus.BusUsers{
 		CheckPassword: func(user, password string) (bool, error) {
 			if password != user+"pw" {
 				return false, errors.New("wrong password")
@@ -71,7 +71,7 @@ func TestEmbeddedEtcdUsers(t *testing.T) {
 			return r, ok
 		},
 	}
-	ns, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: "127.0.0.1:0", InternalPassword: "internal", SubjectPrefix: "x", Users: users})
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: "127.0.0.1:0", InternalPassword: "internal", SubjectPrefix: "x", Users: users})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,9 +111,9 @@ func TestEmbeddedEtcdUsers(t *testing.T) {
 			t.Errorf("authentication on: connected with %d options", len(opts))
 		}
 	}
-	alice := connect(2, []nats.Option{nats.UserInfo("alice", "alicepw")}, "_INBOX.>", "x.feed", natsapi.InboxPrefix("alice")+".mine")
-	root := connect(0, []nats.Option{nats.UserInfo("root", "rootpw")}, "x.feed", natsapi.InboxPrefix("root")+".mine")
-	internal := connect(0, []nats.Option{nats.UserInfo(natsapi.InternalUser, "internal")}, "x.kv.put")
+	alice := connect(2, []nats.Option{nats.UserInfo("alice", "alicepw")}, "_INBOX.>", "x.feed", bus.InboxPrefix("alice")+".mine")
+	root := connect(0, []nats.Option{nats.UserInfo("root", "rootpw")}, "x.feed", bus.InboxPrefix("root")+".mine")
+	internal := connect(0, []nats.Option{nats.UserInfo(bus.InternalUser, "internal")}, "x.kv.put")
 	waitClosed(anon, "the anonymous connection, after authentication was turned on")
 
 	// A client that also names an nkey is refused, whatever it names.
@@ -124,7 +124,7 @@ func TestEmbeddedEtcdUsers(t *testing.T) {
 	defer raw.Close()
 	r := bufio.NewReader(raw)
 	r.ReadString('\n') // INFO
-	raw.Write([]byte(`CONNECT {"verbose":false,"user":"root","pass":"rootpw","nkey":"` + natsapi.InternalUser + `"}` + "\r\nPING\r\n"))
+	raw.Write([]byte(`CONNECT {"verbose":false,"user":"root","pass":"rootpw","nkey":"` + bus.InternalUser + `"}` + "\r\nPING\r\n"))
 	raw.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if line, _ := r.ReadString('\n'); !strings.Contains(line, "Authorization Violation") {
 		t.Errorf("a CONNECT with an nkey: %q, want an authorization violation", line)
@@ -147,8 +147,8 @@ func TestEmbeddedEtcdUsers(t *testing.T) {
 		t.Error("revd's own connection closed")
 	}
 
-	if _, err := natsapi.StartEmbedded(natsapi.EmbeddedOptions{Listen: natsapi.ListenOff, InternalPassword: "i", Username: "u", Password: "p",
-		Users: &natsapi.BusUsers{CheckPassword: users.CheckPassword, On: on.Load, Record: users.Record}}); !errors.Is(err, natsapi.ErrBusUsersOptions) {
+	if _, err := bus.StartEmbedded(bus.EmbeddedOptions{Listen: bus.ListenOff, InternalPassword: "i", Username: "u", Password: "p",
+		Users: &bus.BusUsers{CheckPassword: users.CheckPassword, On: on.Load, Record: users.Record}}); !errors.Is(err, bus.ErrBusUsersOptions) {
 		t.Errorf("Users with Username: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package natsapi
+package bus
 
 import (
 	"context"
@@ -89,7 +89,7 @@ const anonymousUser = "_revd_client"
 
 // ErrInternalUserName refuses EmbeddedOptions.Username InternalUser or
 // ServiceUser.
-var ErrInternalUserName = errors.New("natsapi: embedded NATS server: " + InternalUser + " and " + ServiceUser + " are revd's own user names")
+var ErrInternalUserName = errors.New("bus: embedded NATS server: " + InternalUser + " and " + ServiceUser + " are revd's own user names")
 
 // publishNotOnFeed allows publishing on allow's subjects, never on the
 // commit feed: only InternalUser publishes there.
@@ -118,14 +118,14 @@ func clientPermissions(prefix string) *server.Permissions {
 func bcryptHash(password string) (string, error) {
 	h, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
 	if err != nil {
-		return "", fmt.Errorf("natsapi: embedded NATS server: %w", err)
+		return "", fmt.Errorf("bus: embedded NATS server: %w", err)
 	}
 	return string(h), nil
 }
 
 // ErrEmbeddedNotReady is returned (wrapped) by StartEmbedded when the server
 // does not become ready within EmbeddedOptions.ReadyTimeout.
-var ErrEmbeddedNotReady = errors.New("natsapi: embedded NATS server not ready")
+var ErrEmbeddedNotReady = errors.New("bus: embedded NATS server not ready")
 
 // StartEmbedded starts a NATS server in this process and waits until it
 // accepts connections. It fails with a clear error, without waiting for
@@ -134,7 +134,7 @@ var ErrEmbeddedNotReady = errors.New("natsapi: embedded NATS server not ready")
 // with WaitForShutdown).
 func StartEmbedded(opts EmbeddedOptions) (*server.Server, error) {
 	if (opts.Username == "") != (opts.Password == "") {
-		return nil, errors.New("natsapi: embedded NATS server: a user name needs a password, and a password a user name")
+		return nil, errors.New("bus: embedded NATS server: a user name needs a password, and a password a user name")
 	}
 	sopts := &server.Options{
 		ServerName: "revd",
@@ -156,11 +156,11 @@ func StartEmbedded(opts EmbeddedOptions) (*server.Server, error) {
 	} else {
 		host, portStr, err := net.SplitHostPort(listen)
 		if err != nil {
-			return nil, fmt.Errorf("natsapi: bad NATS listen address %q (want host:port or %q): %w", listen, ListenOff, err)
+			return nil, fmt.Errorf("bus: bad NATS listen address %q (want host:port or %q): %w", listen, ListenOff, err)
 		}
 		port, err := strconv.Atoi(portStr)
 		if err != nil || port < 0 || port > 65535 {
-			return nil, fmt.Errorf("natsapi: bad NATS listen port in %q", listen)
+			return nil, fmt.Errorf("bus: bad NATS listen port in %q", listen)
 		}
 		if port == 0 {
 			port = server.RANDOM_PORT // in nats-server, 0 means the default port 4222
@@ -174,7 +174,7 @@ func StartEmbedded(opts EmbeddedOptions) (*server.Server, error) {
 
 	ns, err := server.NewServer(sopts)
 	if err != nil {
-		return nil, fmt.Errorf("natsapi: embedded NATS server: %w", err)
+		return nil, fmt.Errorf("bus: embedded NATS server: %w", err)
 	}
 	if opts.Users != nil {
 		opts.Users.ns = ns
@@ -193,7 +193,7 @@ func StartEmbedded(opts EmbeddedOptions) (*server.Server, error) {
 		case ferr := <-lg.fatal:
 			ns.Shutdown()
 			ns.WaitForShutdown()
-			return nil, fmt.Errorf("natsapi: embedded NATS server on %s: %s", listen, ferr)
+			return nil, fmt.Errorf("bus: embedded NATS server on %s: %s", listen, ferr)
 		default:
 		}
 		if ns.ReadyForConnections(50 * time.Millisecond) {
