@@ -71,6 +71,37 @@ func (b *Batch) AppendRecord(rev int64, events []*mvccpb.Event) {
 	b.n++
 }
 
+// AppendEncodedRecord appends the record of revision rev as value, a record
+// value another journal encoded (EncodeRecord): its checksum and revision
+// are checked, so a value damaged on its way is refused, not stored.
+func (b *Batch) AppendEncodedRecord(rev int64, value []byte) {
+	if b.err != nil {
+		return
+	}
+	if b.pb == nil {
+		b.err = errBatchDone
+		return
+	}
+	if rev <= 0 || (b.n > 0 && rev <= b.last) {
+		b.err = fmt.Errorf("journal: append record %d: revisions must be positive and increasing (previous %d)",
+			rev, b.last)
+		return
+	}
+	if err := checkRecordValue(rev, value); err != nil {
+		b.err = err
+		return
+	}
+	if err := b.pb.Set(recordKey(rev), value, nil); err != nil {
+		b.err = fmt.Errorf("journal: append record %d: %w", rev, err)
+		return
+	}
+	if b.n == 0 {
+		b.first = rev
+	}
+	b.last = rev
+	b.n++
+}
+
 // SetCompactRev records rev as the durable compaction revision when the
 // batch commits. Commit refuses a rev below the current one or above the
 // newest revision after the batch. If called twice, the last call counts.
@@ -144,7 +175,27 @@ func (b *Batch) Close() {
 // one, and the process exits (see pebbleLogger.Fatalf). Any other error
 // from the write leaves the outcome unknown; the caller should stop writing
 // and reopen.
-func (j *Journal) Commit(b *Batch) error {
+func (j *Journal) Commit(b *Batch) error { return j.commit(b, pebble.Sync) }
+
+// CommitApplied commits b as Commit does, without waiting for it to reach
+// stable storage: a cluster member applying raft's log, whose write-ahead
+// log made the entries durable already (they are applied again after a
+// crash, from the applied index the journal kept). Sync makes it durable.
+func (j *Journal) CommitApplied(b *Batch) error { return j.commit(b, pebble.NoSync) }
+
+// Sync makes every batch committed so far durable.
+func (j *Journal) Sync() error {
+	if err := j.life.enter(); err != nil {
+		return err
+	}
+	defer j.life.exit()
+	if err := j.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("journal: sync: %w", err)
+	}
+	return nil
+}
+
+func (j *Journal) commit(b *Batch, opts *pebble.WriteOptions) error {
 	defer b.Close()
 	if err := j.life.enter(); err != nil {
 		return err
@@ -178,7 +229,7 @@ func (j *Journal) Commit(b *Batch) error {
 	if b.n == 0 && !b.hasCompactRev && b.ops == 0 {
 		return nil
 	}
-	if err := b.pb.Commit(pebble.Sync); err != nil {
+	if err := b.pb.Commit(opts); err != nil {
 		return fmt.Errorf("journal: commit: %w", err)
 	}
 	j.unflushed.Add(int64(len(b.pb.Repr())))

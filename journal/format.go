@@ -118,6 +118,30 @@ func appendRecordValue(dst []byte, rev int64, events []*mvccpb.Event) ([]byte, e
 	return dst, nil
 }
 
+// EncodeRecord appends to dst the journal's value for the record of
+// revision rev holding events (a checksum and the payload; see doc.go), as
+// a cluster's leader ships it to the other members in its log entries.
+func EncodeRecord(dst []byte, rev int64, events []*mvccpb.Event) ([]byte, error) {
+	return appendRecordValue(dst, rev, events)
+}
+
+// DecodeRecord checks and decodes a value EncodeRecord made for revision
+// rev. Errors wrap ErrCorrupt.
+func DecodeRecord(rev int64, value []byte) (Record, error) { return decodeRecordValue(rev, value) }
+
+// checkRecordValue checks a record value's checksum against rev, without
+// decoding the events.
+func checkRecordValue(rev int64, v []byte) error {
+	if len(v) < crcLen {
+		return fmt.Errorf("%w: record %d: value of %d bytes is too short", ErrCorrupt, rev, len(v))
+	}
+	if stored, computed := binary.BigEndian.Uint32(v), recordCRC(rev, v[crcLen:]); stored != computed {
+		return fmt.Errorf("%w: record %d: checksum mismatch (stored %#08x, computed %#08x)",
+			ErrCorrupt, rev, stored, computed)
+	}
+	return nil
+}
+
 func checkEvent(ev *mvccpb.Event) error {
 	switch {
 	case ev == nil:
@@ -136,15 +160,10 @@ func checkEvent(ev *mvccpb.Event) error {
 // key of revision rev. Errors wrap ErrCorrupt and name the revision. The
 // result does not alias v.
 func decodeRecordValue(rev int64, v []byte) (Record, error) {
-	if len(v) < crcLen {
-		return Record{}, fmt.Errorf("%w: record %d: value of %d bytes is too short", ErrCorrupt, rev, len(v))
+	if err := checkRecordValue(rev, v); err != nil {
+		return Record{}, err
 	}
-	payload := v[crcLen:]
-	if stored, computed := binary.BigEndian.Uint32(v), recordCRC(rev, payload); stored != computed {
-		return Record{}, fmt.Errorf("%w: record %d: checksum mismatch (stored %#08x, computed %#08x)",
-			ErrCorrupt, rev, stored, computed)
-	}
-	rec, err := decodePayload(payload)
+	rec, err := decodePayload(v[crcLen:])
 	if err != nil {
 		return Record{}, fmt.Errorf("%w: record %d: %v", ErrCorrupt, rev, err)
 	}

@@ -35,6 +35,10 @@ type Options struct {
 	Logger *slog.Logger
 	// CacheBytes is the size of Pebble's block cache. 0 means 32 MiB.
 	CacheBytes int64
+	// ClusterID and MemberID name a store Open creates (a cluster member's,
+	// computed from its configuration as etcd computes them); 0 picks a
+	// random id. An existing store keeps its own.
+	ClusterID, MemberID uint64
 }
 
 const defaultCacheBytes = 32 << 20
@@ -125,7 +129,7 @@ func Open(dir string, opts Options) (*Journal, error) {
 	}
 	j := &Journal{dir: dir, log: log, db: db, lock: lock, unflushed: unflushed}
 	j.life.init()
-	if j.meta, err = startMeta(db); err != nil {
+	if j.meta, err = startMeta(db, opts.ClusterID, opts.MemberID); err != nil {
 		_ = db.Close()
 		_ = lock.Close()
 		return nil, fmt.Errorf("%w (in %s)", err, dir)

@@ -19,13 +19,13 @@ type reader interface {
 
 // startMeta reads the meta keys of an open store, or writes them if the
 // store is new, durably bumps the term and works out the last revision.
-func startMeta(db *pebble.DB) (Meta, error) {
+func startMeta(db *pebble.DB, clusterID, memberID uint64) (Meta, error) {
 	_, found, err := getUint64(db, keyFormat)
 	if err != nil {
 		return Meta{}, err
 	}
 	if !found {
-		return initMeta(db)
+		return initMeta(db, clusterID, memberID)
 	}
 	m, err := readMeta(db)
 	if err != nil {
@@ -40,7 +40,7 @@ func startMeta(db *pebble.DB) (Meta, error) {
 
 // initMeta writes the meta keys of a new store in one synced batch. A store
 // without m/format must be empty: anything else was not written by revd.
-func initMeta(db *pebble.DB) (Meta, error) {
+func initMeta(db *pebble.DB, clusterID, memberID uint64) (Meta, error) {
 	it, err := db.NewIter(nil)
 	if err != nil {
 		return Meta{}, readErr("open", err)
@@ -53,7 +53,13 @@ func initMeta(db *pebble.DB) (Meta, error) {
 	if err := it.Close(); err != nil {
 		return Meta{}, readErr("open", err)
 	}
-	m := Meta{ClusterID: randomID(), MemberID: randomID(), Term: 2, LastRev: 1}
+	if clusterID == 0 {
+		clusterID = randomID()
+	}
+	if memberID == 0 {
+		memberID = randomID()
+	}
+	m := Meta{ClusterID: clusterID, MemberID: memberID, Term: 2, LastRev: 1}
 	b := db.NewBatch()
 	defer b.Close()
 	if err := setMeta(b, m); err != nil {

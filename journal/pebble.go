@@ -110,6 +110,8 @@ func pebbleFile(name string) bool {
 		return true
 	case name == FixturesDir:
 		return true
+	case name == RaftWALDir, name == RaftSnapDir: // a cluster member's raft log, see RaftWALDir
+		return true
 	case strings.HasPrefix(name, "MANIFEST-"),
 		strings.HasPrefix(name, "OPTIONS-"),
 		strings.HasPrefix(name, "marker."),

@@ -21,17 +21,25 @@ exec go run google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12 "$@"
 WRAPPER
 chmod +x "$plugin_dir/protoc-gen-go"
 
-# etcd's kv.proto (mvccpb), imported by the feed, from the module cache.
+# etcd's kv.proto (mvccpb), imported by the feed, and auth.proto (authpb),
+# imported by the raft entries, from the module cache.
 etcd_api=$(go list -m -f '{{.Dir}}' go.etcd.io/etcd/api/v3)
+# raft's raft.proto (raftpb), imported by the cluster state.
+raft_mod=$(go list -m -f '{{.Dir}}' go.etcd.io/raft/v3)
 
 protoc \
 	--plugin=protoc-gen-go="$plugin_dir/protoc-gen-go" \
 	--proto_path=protos \
 	--proto_path="$etcd_api/mvccpb" \
+	--proto_path="$etcd_api/authpb" \
+	--proto_path="$raft_mod/raftpb" \
 	--go_out=protos \
 	--go_opt=paths=source_relative \
 	--go_opt=Mkv.proto=go.etcd.io/etcd/api/v3/mvccpb \
+	--go_opt=Mauth.proto=go.etcd.io/etcd/api/v3/authpb \
+	--go_opt=Mraft.proto=go.etcd.io/raft/v3/raftpb \
 	protos/revd/journal/v1/journal.proto \
 	protos/revd/journal/v1/export.proto \
 	protos/revd/maintenance/v1/maintenance.proto \
-	protos/revd/feed/v1/feed.proto
+	protos/revd/feed/v1/feed.proto \
+	protos/revd/raft/v1/entry.proto

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"revd/actors/sequencer"
+	"revd/internal/zapslog"
 	"revd/journal"
 )
 
@@ -89,7 +90,7 @@ func (s *Server) openAuth() error {
 	if err != nil {
 		return err
 	}
-	lg := zapToSlog(s.log.With("component", "auth"))
+	lg := zapslog.New(s.log.With("component", "auth"))
 	tp, err := auth.NewTokenProvider(lg, s.opts.AuthToken, func(uint64) <-chan struct{} { return closedChan }, s.opts.AuthTokenTTL)
 	if err != nil {
 		return fmt.Errorf("server: --auth-token %q: %w", s.opts.AuthToken, err)

@@ -1,4 +1,7 @@
-package server
+// Package zapslog gives the etcd packages revd runs (its auth store, raft's
+// write-ahead log and snapshots, the peer transport), which log with zap, a
+// zap logger that writes to revd's slog logger.
+package zapslog
 
 import (
 	"context"
@@ -10,10 +13,9 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// zapToSlog returns a zap logger writing to log, for the etcd packages revd
-// runs (they log with zap): each entry becomes a slog record with the
-// entry's fields as attributes, in name order.
-func zapToSlog(log *slog.Logger) *zap.Logger {
+// New returns a zap logger writing to log: each entry becomes a slog record
+// with the entry's fields as attributes, in name order.
+func New(log *slog.Logger) *zap.Logger {
 	return zap.New(slogCore{h: log.Handler()})
 }
 
