@@ -64,7 +64,7 @@ func (s *Server) loadAlarms() error {
 		return err
 	}
 	for _, a := range stored {
-		s.alarms.list = append(s.alarms.list, &pb.AlarmMember{MemberID: a.MemberID, Alarm: pb.AlarmType(a.Type)})
+		s.alarms.list = append(s.alarms.list, alarmMember(a))
 	}
 	s.alarms.mirror()
 	return nil
@@ -251,4 +251,9 @@ func (s *Server) quotaSize() int64 {
 		a.sizeMu.Unlock()
 	}
 	return a.tables.Load() + s.j.UnflushedSize()
+}
+
+// alarmMember is a journaled alarm as etcd's API has it.
+func alarmMember(a journal.Alarm) *pb.AlarmMember {
+	return &pb.AlarmMember{MemberID: a.MemberID, Alarm: pb.AlarmType(a.Type)}
 }

@@ -321,6 +321,14 @@ func (s *Server) changeLocked(ctx context.Context, req proto.Message, f func() e
 	}
 	before := g.mode.Load()
 	err = f()
+	if g.be.takeLost() {
+		// The change was lost to a leader change: the store holds what
+		// the log never will. Back to what was applied.
+		if rerr := s.reloadAuth(); rerr != nil {
+			return true, true, rerr
+		}
+		err = rpctypes.ErrGRPCLeaderChanged
+	}
 	g.setMode()
 	after := g.mode.Load()
 	if after == authBroken {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"go.etcd.io/etcd/server/v3/auth"
 	"google.golang.org/protobuf/proto"
 
+	"revd/actors/sequencer"
 	"revd/journal"
 )
 
@@ -37,6 +39,9 @@ type authBackend struct {
 	batchMu sync.Mutex // held from BatchTx().Lock to Unlock
 	pending []journal.AuthChange
 	err     error // the first failed commit (under batchMu)
+	// lost is set when a commit was lost to a leader change (its changes
+	// are in memory, not in the log): the gate reloads the backend.
+	lost bool
 
 	mu      sync.RWMutex // guards the state below; batch holders write it
 	enabled bool
@@ -158,7 +163,9 @@ func (t authBatchTx) Lock() { t.b.batchMu.Lock() }
 func (t authBatchTx) Unlock() {
 	b := t.b
 	if len(b.pending) > 0 {
-		if err := b.commit(b.pending); err != nil {
+		if err := b.commit(b.pending); errors.Is(err, sequencer.ErrLost) || errors.Is(err, sequencer.ErrNotLeader) {
+			b.lost = true
+		} else if err != nil {
 			if b.err == nil {
 				b.err = err
 			}
@@ -167,6 +174,46 @@ func (t authBatchTx) Unlock() {
 		b.pending = nil
 	}
 	b.batchMu.Unlock()
+}
+
+// takeLost reports, once, that a commit was lost to a leader change.
+func (b *authBackend) takeLost() bool {
+	b.batchMu.Lock()
+	defer b.batchMu.Unlock()
+	lost := b.lost
+	b.lost = false
+	return lost
+}
+
+// reset replaces the state with st (the journal's), dropping changes a
+// lost commit left in memory.
+func (b *authBackend) reset(st journal.AuthState) {
+	fresh := newAuthBackend(st, nil, nil)
+	b.mu.Lock()
+	b.enabled, b.rev, b.users, b.roles = fresh.enabled, fresh.rev, fresh.users, fresh.roles
+	b.mu.Unlock()
+}
+
+// apply makes changes another member's leader decided, as journaled.
+func (b *authBackend) apply(changes []journal.AuthChange) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range changes {
+		switch {
+		case c.Enabled != nil:
+			b.enabled = *c.Enabled
+		case c.Revision != nil:
+			b.rev = *c.Revision
+		case c.PutUser != nil:
+			b.users[string(c.PutUser.Name)] = proto.Clone(c.PutUser).(*authpb.User)
+		case c.DeleteUser != "":
+			delete(b.users, c.DeleteUser)
+		case c.PutRole != nil:
+			b.roles[string(c.PutRole.Name)] = proto.Clone(c.PutRole).(*authpb.Role)
+		case c.DeleteRole != "":
+			delete(b.roles, c.DeleteRole)
+		}
+	}
 }
 
 func (t authBatchTx) change(c journal.AuthChange, apply func()) {

@@ -47,15 +47,19 @@ func (s *Server) clusterHeader() *pb.ResponseHeader {
 
 // members is the member list: this member.
 func (s *Server) members() []*pb.Member {
-	return []*pb.Member{{
-		ID:         s.meta.MemberID,
-		Name:       s.opts.Name,
-		ClientURLs: append([]string(nil), s.opts.ClientURLs...),
-	}}
+	var out []*pb.Member
+	for _, m := range s.cluster.members() {
+		pm := &pb.Member{ID: m.Id, Name: m.Name, PeerURLs: m.PeerUrls, ClientURLs: m.ClientUrls, IsLearner: m.IsLearner}
+		if m.Id == s.meta.MemberID {
+			// This member's own attributes, whether it published them yet
+			// or not.
+			pm.Name, pm.ClientURLs = s.opts.Name, append([]string(nil), s.opts.ClientURLs...)
+		}
+		out = append(out, pm)
+	}
+	return out
 }
 
-// MemberList answers Cluster.MemberList. The list is always current, so a
-// linearizable request needs nothing more.
 func (s *Server) MemberList(ctx context.Context, _ *pb.MemberListRequest) (*pb.MemberListResponse, error) {
 	if err := s.requireUser(ctx); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -22,6 +23,11 @@ import (
 func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
 	if err := etcdkv.CheckRange(r); err != nil {
 		return nil, err
+	}
+	if !r.Serializable {
+		if err := s.linearize(ctx); err != nil {
+			return nil, err
+		}
 	}
 	var resp *pb.RangeResponse
 	err := s.serializeRead(ctx, r, func() (err error) {
@@ -81,6 +87,11 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 		return nil, err
 	}
 	if etcdkv.IsTxnReadOnly(r) {
+		if !isTxnSerializable(r) {
+			if err := s.linearize(ctx); err != nil {
+				return nil, err
+			}
+		}
 		var resp *pb.TxnResponse
 		err := s.serializeRead(ctx, r, func() error {
 			return s.read(ctx, func(v *shard.View) (err error) {
@@ -116,8 +127,10 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 // while a change is journaled, for the lease actor), which the caller's
 // goroutine must not.
 func (s *Server) StartWrite(ctx context.Context, req proto.Message, done func(proto.Message, error)) bool {
-	if !s.IsWrite(req) || s.AuthEnabled() {
-		return false // a read-only Txn: Txn checks it and reads
+	if !s.IsWrite(req) || s.AuthEnabled() || !s.lead.ready() {
+		// A read-only Txn: Txn checks it and reads; a write this member's
+		// sequencer does not decide now: the blocking methods route it.
+		return false
 	}
 	_, err := s.admitWrite(ctx, req)
 	if err == nil {
@@ -283,29 +296,40 @@ func (s *Server) proposeAs(ctx context.Context, req proto.Message, ai *auth.Auth
 	return s.send(ctx, &sequencer.Command{Req: req, Admit: s.auth.admitAs(ai)})
 }
 
-// send sends cmd to the sequencer and waits for its durable outcome.
+// send sends cmd to the sequencer and waits for its outcome, applied. In
+// a cluster only the leader's sequencer decides: on another member, or
+// while there is no leader, send waits for one to be ready here (see
+// route), up to etcd's request timeout.
 func (s *Server) send(ctx context.Context, cmd *sequencer.Command) (proto.Message, error) {
 	if err := s.failedErr(); err != nil {
 		return nil, err
 	}
 	w := replies.Get().(*reply)
 	cmd.Reply = w.send
-	s.seq.Send(cmd)
-	select {
-	case o := <-w.ch:
-		replies.Put(w) // answered: nothing else will arrive on it
-		return s.answer(o)
-	case <-ctx.Done():
-		return nil, toStatus(ctx.Err())
+	for {
+		if err := s.route(ctx); err != nil {
+			return nil, err
+		}
+		s.seq.Send(cmd)
+		select {
+		case o := <-w.ch:
+			if errors.Is(o.Err, sequencer.ErrNotLeader) {
+				continue // decided nothing: to the leader it goes
+			}
+			replies.Put(w) // answered: nothing else will arrive on it
+			return s.answer(o)
+		case <-ctx.Done():
+			return nil, toStatus(ctx.Err())
+		}
 	}
 }
 
-// answer turns a durable write's outcome into its response, header filled.
-// Durable is enough: any read that begins after this answer waits for the
-// shards to show the write (see readView).
+// answer turns a write's applied outcome into its response, header
+// filled. Applied is enough: any read that begins after this answer waits
+// for the shards to show the write (see readView).
 func (s *Server) answer(o sequencer.Outcome) (proto.Message, error) {
 	if o.Err != nil {
-		return nil, o.Err
+		return nil, outcomeErr(o.Err)
 	}
 	s.fill(header(o.Resp))
 	return o.Resp, nil
@@ -364,7 +388,7 @@ func (s *Server) fill(h *pb.ResponseHeader) {
 	}
 	h.ClusterId = s.meta.ClusterID
 	h.MemberId = s.meta.MemberID
-	h.RaftTerm = s.meta.Term
+	h.RaftTerm = s.raft.Term()
 }
 
 // Header returns a full response header at the committed revision.

@@ -37,6 +37,9 @@ func (s *Server) startLeases(idx *lease.Index) {
 		Index: idx,
 		Clock: s.opts.LeaseClock,
 		Expire: func(id int64, gen uint64) {
+			if !s.lead.ready() {
+				return // only the leader expires leases; it renews them all when elected
+			}
 			if s.alarms.corrupt.Load() {
 				// etcd's corrupt applier refuses the revoke; the lease
 				// actor tries again later.

@@ -87,6 +87,15 @@ type Options struct {
 	// turned on or off. bus.BusUsers.Recheck is one.
 	OnAuthChange func(switched bool)
 
+	// Cluster configures raft: the members, the peer URLs, the timing
+	// (see ClusterOptions; the zero value is a one-member cluster).
+	Cluster ClusterOptions
+
+	// OnRemoved, if set, is called (once, on a goroutine of its own) when
+	// this member is removed from the cluster: revd then stops, as etcd
+	// does.
+	OnRemoved func()
+
 	// LeaseClock drives lease deadlines (tests pass a
 	// leaseactor.FakeClock). Default: the real clock.
 	LeaseClock leaseactor.Clock

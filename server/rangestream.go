@@ -29,6 +29,11 @@ func (s *Server) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) err
 	if etcdkv.HasRevisionFilters(r) {
 		return status.Errorf(codes.Unimplemented, "RangeStream does not support revision filters")
 	}
+	if !r.Serializable {
+		if err := s.linearize(rs.Context()); err != nil {
+			return err
+		}
+	}
 	return s.serializeRead(rs.Context(), r, func() error { return s.streamRange(r, rs) })
 }
 
@@ -42,7 +47,7 @@ func (s *Server) streamRange(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) err
 	rangeOf := func(r *pb.RangeRequest) (*pb.RangeResponse, error) { return s.rangeShards(rs.Context(), r) }
 	send := func(out *pb.RangeResponse) error {
 		if out.Header != nil {
-			out.Header.ClusterId, out.Header.MemberId, out.Header.RaftTerm = s.meta.ClusterID, s.meta.MemberID, s.meta.Term
+			out.Header.ClusterId, out.Header.MemberId, out.Header.RaftTerm = s.meta.ClusterID, s.meta.MemberID, s.raft.Term()
 		}
 		return rs.Send(&pb.RangeStreamResponse{RangeResponse: out})
 	}

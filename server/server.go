@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"revd/actors/fanout"
+	"revd/actors/raftnode"
 	"revd/actors/sequencer"
 	"revd/actors/shard"
 	"revd/actors/system"
@@ -41,6 +43,14 @@ type Server struct {
 	lease  leaseState
 	fan    fanout.Fanout
 
+	// The member's raft: the log, the peers, the leader, the proposals
+	// waiting to be applied, the members (raft.go, leadership.go).
+	raft    *raftnode.Node
+	peers   *peerTransport
+	lead    leadership
+	props   *proposals
+	cluster *memberSet
+
 	hub         *watch.HubRef
 	watchBudget *watch.Budget
 	watchStats  *watch.Stats
@@ -49,12 +59,14 @@ type Server struct {
 	auth        *authGate
 	hashes      compactionHashes
 
-	// committed is the newest durable revision; compactRev the newest
-	// durable compaction (-1: none). Both move on the writer goroutine
-	// before any command of their batch is answered.
+	// committed is the newest applied revision; compactRev the newest
+	// applied compaction (-1: none). Both move on the apply goroutine
+	// (fanout's first subscriber) before any command of their batch is
+	// answered.
 	committed  atomic.Int64
 	compactRev atomic.Int64
 	failed     atomic.Pointer[error]
+	removed    atomic.Pointer[error] // set when this member was removed from the cluster
 
 	closing   chan struct{} // closed when Close begins
 	closeOnce sync.Once
@@ -68,7 +80,13 @@ func New(opts Options) (*Server, error) {
 	if opts.DataDir == "" {
 		return nil, fmt.Errorf("server: no data directory given")
 	}
-	j, err := journal.Open(opts.DataDir, journal.Options{Logger: opts.Logger.With("component", "journal")})
+	opts.Cluster = opts.Cluster.withDefaults(opts.Name)
+	clusterID, memberID, err := identity(opts)
+	if err != nil {
+		return nil, err
+	}
+	j, err := journal.Open(opts.DataDir, journal.Options{Logger: opts.Logger.With("component", "journal"),
+		ClusterID: clusterID, MemberID: memberID})
 	if err != nil {
 		return nil, err
 	}
@@ -78,6 +96,8 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger, j: j, meta: j.Meta(), started: time.Now(), set: shard.NewSet(splits),
 		closing: make(chan struct{})}
+	s.lead.init()
+	s.props = newProposals(s)
 	seqStore := mvcc.NewStore()
 	// Both stores keep each key's current pair in memory and fetch older
 	// ones from the journal.
@@ -111,11 +131,14 @@ func New(opts Options) (*Server, error) {
 	s.system = system.New(opts.Logger)
 	s.set.Start(s.system)
 	s.comp = newCompactor(j, opts.Logger.With("component", "compactor"), compactRev, s.compactionHash)
+	// Decisions wait for this member to lead; what is decided goes through
+	// raft, and comes back to every member's applier, which publishes it.
 	s.seq = sequencer.Start(s.system, sequencer.Options{
 		Core:     sequencer.NewCore(seqStore, leases),
-		Log:      journalLog{j: j, timed: opts.CommitDuration},
-		OnCommit: s.fan.Publish,
+		Log:      s.props,
 		OnFail:   s.onFail,
+		Inactive: true,
+		Rebuild:  s.rebuildCore,
 	})
 	s.startLeases(leaseCopy)
 	if err := s.startWatch(); err != nil {
@@ -130,6 +153,21 @@ func New(opts Options) (*Server, error) {
 	s.fan.Subscribe(s.lease.ref.Committed)
 	if compactRev-1 > j.BaseRev() {
 		s.comp.schedule(compactRev)
+	}
+	if err := s.startRaft(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if s.cluster.onlyVoter(s.meta.MemberID) {
+		// A one-member cluster elects itself at once; it is ready to
+		// serve when New returns.
+		ctx, cancel := context.WithTimeout(context.Background(), s.requestTimeout())
+		err := s.waitReady(ctx)
+		cancel()
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("server: the one-member cluster did not elect itself: %w", err)
+		}
 	}
 	s.log.Info("store restored", "dir", opts.DataDir, "revision", seqStore.Rev(),
 		"compact_revision", compactRev, "keys", seqStore.KeyCount(), "took", time.Since(s.started))
@@ -164,6 +202,12 @@ func (s *Server) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		close(s.closing)
+		if s.peers != nil {
+			s.peers.stop()
+		}
+		if s.raft != nil {
+			s.raft.Stop()
+		}
 		s.stopLeases()
 		if s.seq != nil {
 			s.seq.Stop()
@@ -180,41 +224,6 @@ func (s *Server) Close() error {
 		err = s.j.Close()
 	})
 	return err
-}
-
-// journalLog adapts the journal to the sequencer's Log, timing each
-// commit for Options.CommitDuration.
-type journalLog struct {
-	j     *journal.Journal
-	timed func(time.Duration)
-}
-
-func (l journalLog) Append(b *sequencer.Batch) error {
-	if l.timed == nil {
-		return l.commit(b)
-	}
-	start := time.Now()
-	err := l.commit(b)
-	if err == nil {
-		l.timed(time.Since(start))
-	}
-	return err
-}
-
-func (l journalLog) commit(b *sequencer.Batch) error {
-	jb := l.j.NewBatch()
-	for _, r := range b.Records {
-		jb.AppendRecord(r.Revision, r.Events)
-	}
-	if b.Compact {
-		jb.SetCompactRev(b.CompactRev)
-	}
-	appendLeases(jb, b.Leases)
-	jb.ChangeAuth(b.Auth)
-	if b.SetAlarms {
-		jb.SetAlarms(b.Alarms)
-	}
-	return l.j.Commit(jb)
 }
 
 // journalChange sends c (auth changes, the alarms) through the sequencer,

@@ -25,16 +25,16 @@ func (s *Server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRes
 		return nil, err
 	}
 	size := s.j.Size()
-	rev := uint64(s.committed.Load())
 	return &pb.StatusResponse{
 		Header:           s.Header(),
 		Version:          APIVersion,
 		DbSize:           size,
 		DbSizeInUse:      size,
-		Leader:           s.meta.MemberID,
-		RaftIndex:        rev,
-		RaftAppliedIndex: rev,
-		RaftTerm:         s.meta.Term,
+		Leader:           s.raft.Lead(),
+		RaftIndex:        s.raft.CommittedIndex(),
+		RaftAppliedIndex: s.raft.AppliedIndex(),
+		RaftTerm:         s.raft.Term(),
+		IsLearner:        s.isLearner(),
 		StorageVersion:   StorageVersion,
 		DbSizeQuota:      s.opts.QuotaBackendBytes,
 		DowngradeInfo:    &pb.DowngradeInfo{},
@@ -58,3 +58,9 @@ func (s *Server) ClusterID() uint64 { return s.meta.ClusterID }
 
 // Name is the member name.
 func (s *Server) Name() string { return s.opts.Name }
+
+// isLearner reports whether this member is a learner.
+func (s *Server) isLearner() bool {
+	m := s.cluster.member(s.meta.MemberID)
+	return m != nil && m.IsLearner
+}

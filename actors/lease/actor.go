@@ -63,6 +63,9 @@ type (
 	}
 	// List asks for every lease id, soonest deadline first.
 	List struct{ Reply func([]int64) }
+	// Promote renews every lease to now + Extend + its TTL (Table.Promote):
+	// its member became leader.
+	Promote struct{ Extend time.Duration }
 )
 
 // tick is the timer's wake-up; gen tells a stale one (of a timer replaced
@@ -130,6 +133,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		m.Reply(a.table.TimeToLive(m.ID, m.Keys, now))
 	case *List:
 		m.Reply(a.table.Leases())
+	case *Promote:
+		a.table.Promote(now, m.Extend)
 	case *tick:
 		if m.gen == a.gen {
 			a.timer, a.timerAt = nil, time.Time{}

@@ -48,6 +48,15 @@ func NewTable(idx *lease.Index, now time.Time, extend, retry time.Duration) *Tab
 	return t
 }
 
+// Promote gives every lease the deadline now + extend + its TTL, as etcd's
+// lessor does when its member becomes leader: a lease expires late after a
+// leader change, never early.
+func (t *Table) Promote(now time.Time, extend time.Duration) {
+	for _, it := range t.items {
+		t.add(it.Lease, now.Add(extend))
+	}
+}
+
 // Len is the number of leases.
 func (t *Table) Len() int { return len(t.items) }
 

@@ -55,6 +55,25 @@ type Change struct {
 	Reply     func(error)
 }
 
+// Leadership messages: in a cluster only the leader's sequencer decides.
+// The server sends them in the order of the log it applies.
+type (
+	// Activate makes the sequencer decide, as the leader of Term, once
+	// this member applied everything before its term's first entry. If it
+	// decided anything before that was not applied as decided (it led
+	// before and lost that), its core is first rebuilt (Options.Rebuild).
+	// Reply gets the error that kept it from deciding, if any.
+	Activate struct {
+		Term  uint64
+		Reply func(error)
+	}
+	// Deactivate stops deciding: commands get ErrNotLeader.
+	Deactivate struct{}
+	// Follow applies a batch that another leader decided (Core.Follow); a
+	// batch that does not follow the core's state makes the core stale.
+	Follow struct{ Batch *Batch }
+)
+
 // Options configure the sequencer actor.
 type Options struct {
 	// Core decides commands; required.
@@ -67,6 +86,12 @@ type Options struct {
 	OnCommit func(*Batch)
 	// OnFail is called once when a journal write fails. Optional.
 	OnFail func(error)
+	// Inactive starts the actor refusing commands (ErrNotLeader) until an
+	// Activate: a cluster member's. Default: it decides from the start.
+	Inactive bool
+	// Rebuild returns a core rebuilt from what was applied, for Activate.
+	// Required with Inactive.
+	Rebuild func() (*Core, error)
 }
 
 // Actor is the sequencer's actor shell: its mailbox serializes commands into
@@ -77,6 +102,15 @@ type Actor struct {
 	w    *writer
 	// leaseKeys is core.leases.Keys, bound once: Admit gets it per command.
 	leaseKeys LeaseKeys
+
+	rebuild func() (*Core, error)
+	active  bool
+	// decided is set when the core decides something while active; when
+	// the actor deactivates with it set, what it decided may not be what
+	// is applied (a proposal lost to a leader change), and the core is
+	// stale: it follows nothing more and is rebuilt at the next Activate.
+	decided bool
+	stale   bool
 }
 
 // New returns the actor; spawn it with Props.
@@ -93,6 +127,8 @@ func New(opts Options) *Actor {
 		leaseKeys: opts.Core.leases.Keys,
 		q:         q,
 		w:         &writer{q: q, log: opts.Log, onCommit: opts.OnCommit, onFail: opts.OnFail, done: make(chan struct{})},
+		rebuild:   opts.Rebuild,
+		active:    !opts.Inactive,
 	}
 }
 
@@ -122,19 +158,59 @@ func (a *Actor) Submit(c *Change) {
 	})
 }
 
+// activate makes the actor decide for term, rebuilding a stale core first.
+func (a *Actor) activate(term uint64) error {
+	if a.stale || a.w.lost.Load() {
+		core, err := a.rebuild()
+		if err != nil {
+			return err
+		}
+		a.core, a.leaseKeys, a.stale = core, core.leases.Keys, false
+		a.w.lost.Store(false)
+	}
+	a.core.Lead(term)
+	a.active, a.decided = true, false
+	return nil
+}
+
 // Receive implements actor.Actor.
 func (a *Actor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		go a.w.run()
 	case *Command:
+		if !a.active {
+			m.Reply(Outcome{Err: ErrNotLeader})
+			return
+		}
+		a.decided = true
 		a.q.Push(pending{out: a.decide(m), reply: m.Reply})
 	case *Expiry:
 		reply := m.Reply
 		if reply == nil {
 			reply = func(Outcome) {}
 		}
+		if !a.active {
+			reply(Outcome{Err: ErrNotLeader})
+			return
+		}
+		a.decided = true
 		a.q.Push(pending{out: a.core.Expire(m.ID, m.Seq), reply: reply})
+	case *Activate:
+		m.Reply(a.activate(m.Term))
+	case *Deactivate:
+		if a.active && a.decided {
+			a.stale = true
+		}
+		a.active, a.decided = false, false
+	case *Follow:
+		if !a.stale {
+			if err := a.core.Follow(m.Batch); err != nil {
+				// The core is ahead of the log: it decided a batch that
+				// was lost, which the writer has not reported yet.
+				a.stale = true
+			}
+		}
 	case *actor.Stopping:
 		a.q.Close()
 		<-a.w.done

@@ -1,6 +1,8 @@
 package sequencer
 
 import (
+	"fmt"
+
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -188,3 +190,34 @@ func (c *Core) Expire(id int64, seq uint64) Outcome {
 	}
 	return c.revoke(id)
 }
+
+// Follow applies a batch another member's sequencer decided (a follower
+// applying the log), so that this core's state stays the applied state and
+// is ready to decide if this member comes to lead. The batch's first
+// revision must follow the core's; a gap or an overlap is an error, and
+// the core is then unchanged.
+func (c *Core) Follow(b *Batch) error {
+	if n := len(b.Records); n > 0 && b.Records[0].Revision != c.st.Rev()+1 {
+		return fmt.Errorf("sequencer: batch at revision %d does not follow revision %d", b.Records[0].Revision, c.st.Rev())
+	}
+	changes := b.Leases
+	for _, r := range b.Records {
+		for len(changes) > 0 && changes[0].Rev < r.Revision {
+			c.leases.ApplyChange(changes[0])
+			changes = changes[1:]
+		}
+		c.st.Apply(r.Revision, r.Events)
+		c.leases.Apply(r.Events)
+	}
+	for _, ch := range changes {
+		c.leases.ApplyChange(ch)
+	}
+	if b.Compact {
+		c.st.Compact(b.CompactRev)
+	}
+	return nil
+}
+
+// Lead prepares the core to decide as the leader of term: its lease grants
+// are numbered above term << 32 (see lease.Index.RaiseSeq).
+func (c *Core) Lead(term uint64) { c.leases.RaiseSeq(term << 32) }

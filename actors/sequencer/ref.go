@@ -31,3 +31,17 @@ func (r *Ref) Submit(c *Change) { r.a.Submit(c) }
 // Stop stops the actor once the commands already decided are durable and
 // answered, and waits for it.
 func (r *Ref) Stop() { _ = r.root.StopFuture(r.pid).Wait() }
+
+// Follow hands the sequencer a batch another leader decided.
+func (r *Ref) Follow(f *Follow) { r.root.Send(r.pid, f) }
+
+// Activate makes the sequencer decide as the leader of term, and waits
+// until it does (a stale core is rebuilt first).
+func (r *Ref) Activate(term uint64) error {
+	done := make(chan error, 1)
+	r.root.Send(r.pid, &Activate{Term: term, Reply: func(err error) { done <- err }})
+	return <-done
+}
+
+// Deactivate stops the sequencer deciding.
+func (r *Ref) Deactivate() { r.root.Send(r.pid, &Deactivate{}) }

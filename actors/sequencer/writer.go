@@ -1,6 +1,9 @@
 package sequencer
 
 import (
+	"errors"
+	"sync/atomic"
+
 	"revd/journal"
 	"revd/projections/lease"
 )
@@ -46,6 +49,9 @@ type writer struct {
 	onCommit func(*Batch)
 	onFail   func(error)
 	done     chan struct{}
+	// lost is set when a batch was not applied as decided (ErrNotLeader,
+	// ErrLost): the core is ahead of the log, to be rebuilt.
+	lost atomic.Bool
 }
 
 func (w *writer) run() {
@@ -81,7 +87,13 @@ func (w *writer) run() {
 			}
 		}
 		if !b.Empty() {
-			if err := w.log.Append(b); err != nil {
+			if err := w.log.Append(b); errors.Is(err, ErrNotLeader) || errors.Is(err, ErrLost) {
+				w.lost.Store(true)
+				for _, it := range items {
+					it.reply(Outcome{Err: err})
+				}
+				continue
+			} else if err != nil {
 				failed = journalFailed(err)
 				w.onFail(err)
 				for _, it := range items {

@@ -22,7 +22,7 @@ import (
 // line. As in etcd, a file replaces the command line and the environment:
 // only its settings and the defaults count.
 //
-// Keys etcd has and revd ignores (peers, raft, logging, bbolt's tuning)
+// Keys etcd has and revd ignores (discovery, some of raft's, logging, bbolt's tuning)
 // are named in a warning, as their flags are; so is any other key, which
 // etcd ignores without a word. revd's own flags are keys of the same name
 // (nats-url: ...), which etcd, in turn, ignores. client-transport-security's
@@ -31,41 +31,54 @@ import (
 // fileConfig is the part of etcd's file revd reads. The json names are
 // etcd's; flag, when given, is the flag a key sets (default: its name).
 type fileConfig struct {
-	Name                        string         `json:"name" empty:"keep"`
-	DataDir                     string         `json:"data-dir"`
-	ListenClientURLs            string         `json:"listen-client-urls"`
-	ListenClientHTTPURLs        string         `json:"listen-client-http-urls"`
-	AdvertiseClientURLs         string         `json:"advertise-client-urls"`
-	ListenMetricsURLs           string         `json:"listen-metrics-urls"`
-	InitialCluster              string         `json:"initial-cluster"`
-	QuotaBackendBytes           int64          `json:"quota-backend-bytes"`
-	MaxTxnOps                   uint           `json:"max-txn-ops"`
-	MaxRequestBytes             uint           `json:"max-request-bytes"`
-	MaxConcurrentStreams        uint32         `json:"max-concurrent-streams"`
-	GRPCKeepAliveMinTime        time.Duration  `json:"grpc-keepalive-min-time"`
-	GRPCKeepAliveInterval       time.Duration  `json:"grpc-keepalive-interval"`
-	GRPCKeepAliveTimeout        time.Duration  `json:"grpc-keepalive-timeout"`
-	WatchProgressNotifyInterval time.Duration  `json:"watch-progress-notify-interval"`
-	AutoCompactionMode          string         `json:"auto-compaction-mode" empty:"keep"`
-	AutoCompactionRetention     string         `json:"auto-compaction-retention" empty:"keep"`
-	AuthToken                   string         `json:"auth-token"`
-	AuthTokenTTL                uint           `json:"auth-token-ttl"`
-	BcryptCost                  uint           `json:"bcrypt-cost"`
-	LogLevel                    string         `json:"log-level"`
-	LogFormat                   string         `json:"log-format"`
-	LogOutputs                  []string       `json:"log-outputs"`
-	Logger                      string         `json:"logger"`
-	EnableLogRotation           bool           `json:"enable-log-rotation"`
-	LogRotationConfigJSON       string         `json:"log-rotation-config-json" empty:"keep"`
-	EnablePprof                 bool           `json:"enable-pprof"`
-	CORS                        string         `json:"cors"`
-	HostWhitelist               string         `json:"host-whitelist"`
-	CipherSuites                []string       `json:"cipher-suites"`
-	TLSMinVersion               string         `json:"tls-min-version"`
-	TLSMaxVersion               string         `json:"tls-max-version"`
-	SelfSignedCertValidity      uint           `json:"self-signed-cert-validity"`
-	SocketOptions               socketOptions  `json:"socket-options"`
-	ClientSecurity              securityConfig `json:"client-transport-security"`
+	Name                        string             `json:"name" empty:"keep"`
+	DataDir                     string             `json:"data-dir"`
+	ListenClientURLs            string             `json:"listen-client-urls"`
+	ListenClientHTTPURLs        string             `json:"listen-client-http-urls"`
+	AdvertiseClientURLs         string             `json:"advertise-client-urls"`
+	ListenMetricsURLs           string             `json:"listen-metrics-urls"`
+	InitialCluster              string             `json:"initial-cluster"`
+	QuotaBackendBytes           int64              `json:"quota-backend-bytes"`
+	MaxTxnOps                   uint               `json:"max-txn-ops"`
+	MaxRequestBytes             uint               `json:"max-request-bytes"`
+	MaxConcurrentStreams        uint32             `json:"max-concurrent-streams"`
+	GRPCKeepAliveMinTime        time.Duration      `json:"grpc-keepalive-min-time"`
+	GRPCKeepAliveInterval       time.Duration      `json:"grpc-keepalive-interval"`
+	GRPCKeepAliveTimeout        time.Duration      `json:"grpc-keepalive-timeout"`
+	WatchProgressNotifyInterval time.Duration      `json:"watch-progress-notify-interval"`
+	AutoCompactionMode          string             `json:"auto-compaction-mode" empty:"keep"`
+	AutoCompactionRetention     string             `json:"auto-compaction-retention" empty:"keep"`
+	AuthToken                   string             `json:"auth-token"`
+	AuthTokenTTL                uint               `json:"auth-token-ttl"`
+	BcryptCost                  uint               `json:"bcrypt-cost"`
+	LogLevel                    string             `json:"log-level"`
+	LogFormat                   string             `json:"log-format"`
+	LogOutputs                  []string           `json:"log-outputs"`
+	Logger                      string             `json:"logger"`
+	EnableLogRotation           bool               `json:"enable-log-rotation"`
+	LogRotationConfigJSON       string             `json:"log-rotation-config-json" empty:"keep"`
+	EnablePprof                 bool               `json:"enable-pprof"`
+	CORS                        string             `json:"cors"`
+	HostWhitelist               string             `json:"host-whitelist"`
+	CipherSuites                []string           `json:"cipher-suites"`
+	TLSMinVersion               string             `json:"tls-min-version"`
+	TLSMaxVersion               string             `json:"tls-max-version"`
+	SelfSignedCertValidity      uint               `json:"self-signed-cert-validity"`
+	SocketOptions               socketOptions      `json:"socket-options"`
+	ClientSecurity              securityConfig     `json:"client-transport-security"`
+	ListenPeerURLs              string             `json:"listen-peer-urls"`
+	AdvertisePeerURLs           string             `json:"initial-advertise-peer-urls"`
+	InitialClusterState         string             `json:"initial-cluster-state"`
+	InitialClusterToken         string             `json:"initial-cluster-token"`
+	HeartbeatInterval           uint               `json:"heartbeat-interval"`
+	ElectionTimeout             uint               `json:"election-timeout"`
+	PreVote                     bool               `json:"pre-vote"`
+	InitialElectionTickAdvance  bool               `json:"initial-election-tick-advance"`
+	SnapshotCount               uint64             `json:"snapshot-count"`
+	SnapshotCatchUpEntries      uint64             `json:"snapshot-catchup-entries"`
+	StrictReconfigCheck         bool               `json:"strict-reconfig-check"`
+	MaxLearners                 int                `json:"max-learners"`
+	PeerSecurity                peerSecurityConfig `json:"peer-transport-security"`
 
 	// revd's own.
 	NATSListen        string `json:"nats-listen"`
@@ -103,10 +116,23 @@ type securityConfig struct {
 	SkipSANVerify    bool     `json:"skip-client-san-verification" flag:"-"`
 }
 
+// peerSecurityConfig is etcd's peer-transport-security: the peer TLS flags.
+type peerSecurityConfig struct {
+	CertFile         string   `json:"cert-file" flag:"peer-cert-file"`
+	KeyFile          string   `json:"key-file" flag:"peer-key-file"`
+	ClientCertAuth   bool     `json:"client-cert-auth" flag:"peer-client-cert-auth"`
+	TrustedCAFile    string   `json:"trusted-ca-file" flag:"peer-trusted-ca-file"`
+	AutoTLS          bool     `json:"auto-tls" flag:"peer-auto-tls"`
+	AllowedHostnames []string `json:"allowed-hostname" flag:"peer-cert-allowed-hostname"`
+	AllowedCNs       []string `json:"allowed-cn" flag:"peer-cert-allowed-cn"`
+	ClientCertFile   string   `json:"client-cert-file" flag:"peer-client-cert-file"`
+	ClientKeyFile    string   `json:"client-key-file" flag:"peer-client-key-file"`
+	SkipSANVerify    bool     `json:"skip-client-san-verification" flag:"peer-skip-client-san-verification"`
+}
+
 // fileOnlyIgnored are etcd's file keys with no flag of the same name that
 // revd ignores, with why and the type of value etcd takes.
 var fileOnlyIgnored = []ignoredFlag{
-	{"peer-transport-security", kindMap, whyPeers, nil},
 	{"discovery-config", kindMap, whyDiscovery, nil},
 	{"client-transport-security.skip-client-san-verification", kindBool,
 		"revd never checks a client certificate's SANs against the caller's address (etcd does, on https metrics URLs, unless this is set)", nil},

@@ -11,15 +11,15 @@ import (
 )
 
 // etcd's command line, taken as it is: the flags of etcd 3.7.3 that have
-// no meaning for a single revd member (peers, raft, discovery, etcd's own
-// logger, bbolt's tuning) are accepted, so that an etcd command line (a
-// Kubernetes static pod's, a test harness's) starts revd; each one given is
-// named in a warning at start-up, with why it changes nothing. Each takes
-// the type of value etcd's does, so a value etcd would refuse
-// (--snapshot-count=many) is refused here too. --initial-cluster is
-// checked: it may name this member only. Flags etcd 3.7.3 no longer has
-// (the --experimental-* ones, --discovery) are refused, as etcd refuses
-// them. The list is etcd's embed.Config.AddFlags, read from its source.
+// no meaning for revd (discovery, etcd's own logger, bbolt's tuning, some
+// of raft's) are accepted, so that an etcd command line (a Kubernetes
+// static pod's, a test harness's) starts revd; each one given is named in
+// a warning at start-up, with why it changes nothing. Each takes the type
+// of value etcd's does, so a value etcd would refuse (--max-wals=many) is
+// refused here too. The cluster flags revd uses are in clusterflags.go.
+// Flags etcd 3.7.3 no longer has (the --experimental-* ones, --discovery)
+// are refused, as etcd refuses them. The list is etcd's
+// embed.Config.AddFlags, read from its source.
 
 // flagKind is the type of value an ignored flag takes, as etcd declares it.
 type flagKind int
@@ -45,37 +45,20 @@ type ignoredFlag struct {
 }
 
 const (
-	whyPeers     = "revd is a single member with no peers"
-	whyRaft      = "revd has no raft log"
+	whyPeers     = "revd's peer transport has etcd's own timeouts and checks"
+	whyRaft      = "revd keeps raft's log as it needs it"
 	whyStorage   = "revd's journal is not bbolt"
-	whyDiscovery = "revd is a single member and discovers no peers"
+	whyDiscovery = "revd takes its members from --initial-cluster and discovers none"
 	whyDropped   = "etcd itself no longer supports it and ignores it"
 	deprecatedV2 = "it is deprecated and scheduled for removal in v3.8, and etcd enforces its default too, ignoring the value"
 )
 
 var ignoredEtcdFlags = []ignoredFlag{
-	{"listen-peer-urls", kindString, whyPeers, nil},
-	{"initial-advertise-peer-urls", kindString, whyPeers, nil},
-	{"initial-cluster-state", kindOneOf, whyPeers, []string{"new", "existing"}},
-	{"initial-cluster-token", kindString, whyPeers, nil},
-	{"strict-reconfig-check", kindBool, whyPeers, nil},
-	{"max-learners", kindInt, whyPeers, nil},
 	{"raft-read-timeout", kindDuration, whyPeers, nil},
 	{"raft-write-timeout", kindDuration, whyPeers, nil},
 	{"corrupt-check-time", kindDuration, whyPeers, nil},
 	{"compact-hash-check-time", kindDuration, whyPeers, nil},
 	{"downgrade-check-time", kindDuration, whyPeers, nil},
-	{"peer-cert-file", kindString, whyPeers, nil},
-	{"peer-key-file", kindString, whyPeers, nil},
-	{"peer-client-cert-file", kindString, whyPeers, nil},
-	{"peer-client-key-file", kindString, whyPeers, nil},
-	{"peer-trusted-ca-file", kindString, whyPeers, nil},
-	{"peer-crl-file", kindString, whyPeers, nil},
-	{"peer-cert-allowed-cn", kindString, whyPeers, nil},
-	{"peer-cert-allowed-hostname", kindString, whyPeers, nil},
-	{"peer-client-cert-auth", kindBool, whyPeers, nil},
-	{"peer-auto-tls", kindBool, whyPeers, nil},
-	{"peer-skip-client-san-verification", kindBool, whyPeers, nil},
 	{"discovery-endpoints", kindString, whyDiscovery, nil},
 	{"discovery-token", kindString, whyDiscovery, nil},
 	{"discovery-dial-timeout", kindDuration, whyDiscovery, nil},
@@ -92,12 +75,6 @@ var ignoredEtcdFlags = []ignoredFlag{
 	{"discovery-srv", kindString, whyDiscovery, nil},
 	{"discovery-srv-name", kindString, whyDiscovery, nil},
 	{"discovery-fallback", kindOneOf, whyDiscovery, []string{"exit", "proxy"}},
-	{"snapshot-count", kindUint, whyRaft, nil},
-	{"snapshot-catchup-entries", kindUint, whyRaft, nil},
-	{"heartbeat-interval", kindUint, whyRaft, nil},
-	{"election-timeout", kindUint, whyRaft, nil},
-	{"pre-vote", kindBool, whyRaft, nil},
-	{"initial-election-tick-advance", kindBool, whyRaft, nil},
 	{"max-snapshots", kindUint, whyRaft, nil},
 	{"max-wals", kindUint, whyRaft, nil},
 	{"force-new-cluster", kindBool, whyRaft, nil},
@@ -109,7 +86,7 @@ var ignoredEtcdFlags = []ignoredFlag{
 	{"memory-mlock", kindBool, whyStorage, nil},
 	{"compaction-batch-limit", kindInt, whyStorage, nil},
 	{"compaction-sleep-interval", kindDuration, whyStorage, nil},
-	{"unsafe-no-fsync", kindBool, "revd always syncs its journal before answering a write", nil},
+	{"unsafe-no-fsync", kindBool, "revd always syncs raft's log before answering a write", nil},
 	{"metrics", kindString, "revd serves the same /metrics either way", nil},
 	{"enable-grpc-gateway", kindBool, "revd always serves etcd's JSON gateway, etcd's default", nil},
 	{"feature-gates", kindString, "revd has none of etcd's feature gates", nil},
@@ -140,14 +117,13 @@ func init() {
 	}
 }
 
-// etcdFlags holds what --initial-cluster was given; the ignored flags'
-// values are parsed (and so checked) and dropped.
+// etcdFlags: the ignored flags' values are parsed (and so checked) and
+// dropped.
 type etcdFlags struct {
-	initialCluster string
-	fallback       flag.Value // --discovery-fallback
+	fallback flag.Value // --discovery-fallback
 }
 
-// registerEtcdFlags adds the ignored flags and --initial-cluster to fs.
+// registerEtcdFlags adds the ignored flags to fs.
 func registerEtcdFlags(fs *flag.FlagSet) *etcdFlags {
 	e := &etcdFlags{}
 	for _, f := range ignoredEtcdFlags {
@@ -175,15 +151,11 @@ func registerEtcdFlags(fs *flag.FlagSet) *etcdFlags {
 			fs.String(f.name, "", usage)
 		}
 	}
-	fs.StringVar(&e.initialCluster, "initial-cluster", "", "etcd's flag: may name this member only (name=peer-url,...), as revd is a single member")
 	return e
 }
 
-// check returns a warning for each ignored flag given, and refuses an
-// --initial-cluster naming members other than name (etcd refuses one that
-// does not name it: "couldn't find local name ... in the initial cluster
-// configuration").
-func (e *etcdFlags) check(name string, set map[string]bool) ([]string, error) {
+// check returns a warning for each ignored flag given.
+func (e *etcdFlags) check(set map[string]bool) ([]string, error) {
 	var warnings []string
 	for _, f := range ignoredEtcdFlags {
 		if set[f.name] {
@@ -194,28 +166,5 @@ func (e *etcdFlags) check(name string, set map[string]bool) ([]string, error) {
 	if v := e.fallback.String(); v == "proxy" {
 		return nil, fmt.Errorf("v2 proxy is deprecated, and --discovery-fallback can't be configured as %q", v)
 	}
-	if !set["initial-cluster"] {
-		return warnings, nil
-	}
-	members := map[string]bool{}
-	for _, m := range strings.Split(e.initialCluster, ",") {
-		n, _, ok := strings.Cut(strings.TrimSpace(m), "=")
-		if !ok || n == "" {
-			return nil, fmt.Errorf("--initial-cluster: %q is not name=peer-url", m)
-		}
-		members[n] = true
-	}
-	if !members[name] {
-		return nil, fmt.Errorf("--initial-cluster: couldn't find local name %q in the initial cluster configuration", name)
-	}
-	if len(members) != 1 {
-		names := make([]string, 0, len(members))
-		for n := range members {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		return nil, fmt.Errorf("--initial-cluster names %s, but revd is a single member and can only be %q (--name)",
-			strings.Join(names, ", "), name)
-	}
-	return append(warnings, "--initial-cluster is ignored beyond its check: "+whyPeers), nil
+	return warnings, nil
 }

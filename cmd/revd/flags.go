@@ -54,6 +54,7 @@ type config struct {
 	grpcServer      string
 	autoCompaction  autocompact.Policy // nil: off
 	tls             clienttls.Options  // for the https:// client URLs
+	cluster         *clusterConfig     // the member's raft and peers
 
 	watchProgressInterval time.Duration
 	maxTxnOps             int
@@ -135,6 +136,7 @@ type commandLine struct {
 	cors                                                                                                *originsFlag
 	hostWhitelist                                                                                       *stringSetFlag
 	etcd                                                                                                *etcdFlags
+	cluster                                                                                             *clusterFlags
 }
 
 // newCommandLine registers every flag; the flag package's messages go to
@@ -199,6 +201,7 @@ func newCommandLine(out io.Writer) *commandLine {
 	fs.BoolVar(&cfg.reuseAddress, "socket-reuse-address", false, "etcd's: set SO_REUSEADDR on the listeners (Go sets it anyway)")
 	fs.BoolVar(&cfg.reusePort, "socket-reuse-port", false, "etcd's: set SO_REUSEPORT on the listeners, so that another process may bind their ports too")
 	c.etcd = registerEtcdFlags(fs)
+	c.cluster = registerClusterFlags(fs)
 	fs.StringVar(&cfg.tls.MinVersion, "tls-min-version", "TLS1.2", "oldest TLS version accepted: TLS1.2 or TLS1.3")
 	fs.StringVar(&cfg.tls.MaxVersion, "tls-max-version", "", "newest TLS version accepted: TLS1.2 or TLS1.3; empty leaves Go's")
 	fs.Usage = func() {
@@ -274,7 +277,10 @@ func (c *commandLine) finish() (*config, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if cfg.warnings, err = c.etcd.check(cfg.name, set); err != nil {
+	if cfg.warnings, err = c.etcd.check(set); err != nil {
+		return nil, err
+	}
+	if cfg.cluster, err = c.cluster.finish(cfg.name); err != nil {
 		return nil, err
 	}
 	if cfg.natsURL != "" && set["nats-listen"] {

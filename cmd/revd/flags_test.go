@@ -97,6 +97,7 @@ data-dir: `+dir+`
 listen-client-urls: http://127.0.0.1:23790,http://127.0.0.1:23791
 advertise-client-urls: http://example.com:2379
 listen-peer-urls: http://127.0.0.1:23800
+initial-advertise-peer-urls: http://127.0.0.1:23800
 initial-cluster: from-file=http://127.0.0.1:23800
 max-txn-ops: 3
 quota-backend-bytes: 1048576
@@ -137,8 +138,11 @@ no-such-key: 1
 	if cfg.maxRequestBytes == 10 {
 		t.Error("ETCD_MAX_REQUEST_BYTES was read along with a configuration file")
 	}
+	if cl := cfg.cluster; len(cl.listenPeer) != 1 || cl.listenPeer[0].Host != "127.0.0.1:23800" ||
+		!slices.Equal(cl.InitialCluster["from-file"], []string{"http://127.0.0.1:23800"}) {
+		t.Errorf("cluster %+v", cl)
+	}
 	for _, want := range []string{
-		"config file: listen-peer-urls is ignored: revd is a single member with no peers",
 		"config file: v2-deprecation is ignored",
 		"config file: unknown key no-such-key is ignored",
 		"--client-cert-file is ignored",
@@ -202,11 +206,14 @@ func TestConfigFileRefusals(t *testing.T) {
 		{"listen-client-urls: 127.0.0.1:2379", "is not a URL like"},
 		{"listen-client-urls: http://example.com:2379", "expected IP in URL for binding (http://example.com:2379)"},
 		{"initial-cluster: other=http://127.0.0.1:2380", `couldn't find local name "default"`},
+		// The cluster's keys take etcd's types.
+		{"snapshot-count: many", "snapshot-count of type uint64"},
+		{"heartbeat-interval: -1", "heartbeat-interval of type uint"},
+		{"pre-vote: maybe", "pre-vote of type bool"},
+		{"peer-transport-security: yes", "peer-transport-security of type main.peerSecurityConfig"},
+		{"heartbeat-interval: 300\nelection-timeout: 1000", "--election-timeout[1000ms] should be at least as 5 times as --heartbeat-interval[300ms]"},
 		// etcd's keys revd ignores still take etcd's types.
-		{"snapshot-count: many", "snapshot-count: many is not a value etcd takes"},
-		{"heartbeat-interval: -1", "heartbeat-interval: -1 is not a value etcd takes"},
-		{"pre-vote: maybe", "pre-vote: maybe is not a value etcd takes"},
-		{"peer-transport-security: yes", "peer-transport-security: true is not a value etcd takes"},
+		{"max-wals: many", "max-wals: many is not a value etcd takes"},
 		// An empty string is taken as it is where etcd takes it so.
 		{`auto-compaction-mode: ""`, `--auto-compaction-mode: "" is not one of periodic, revision`},
 		{"enable-log-rotation: true\nlog-outputs: [/tmp/revd.log]\nlog-rotation-config-json: ''", "improperly formatted log rotation config: unexpected end of JSON input"},

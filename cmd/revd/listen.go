@@ -38,7 +38,7 @@ func bindAddr(u *url.URL) string {
 // bound.clientHTTP[i] cfg.clientHTTPURLs[i], bound.metrics[i]
 // cfg.metricsURLs[i].
 type ports struct {
-	client, clientHTTP, metrics []net.Listener
+	client, clientHTTP, metrics, peer []net.Listener
 }
 
 // bind listens on every client and metrics URL; on error it closes what it
@@ -46,10 +46,15 @@ type ports struct {
 func bind(cfg *config) (*ports, error) {
 	p := &ports{}
 	lc := net.ListenConfig{Control: socketControl(cfg.reuseAddress, cfg.reusePort)}
+	var peerURLs []*url.URL
+	if cfg.cluster != nil {
+		peerURLs = cfg.cluster.listenPeer
+	}
 	for _, set := range []struct {
 		urls []*url.URL
 		lns  *[]net.Listener
-	}{{cfg.clientURLs, &p.client}, {cfg.clientHTTPURLs, &p.clientHTTP}, {cfg.metricsURLs, &p.metrics}} {
+	}{{cfg.clientURLs, &p.client}, {cfg.clientHTTPURLs, &p.clientHTTP}, {cfg.metricsURLs, &p.metrics},
+		{peerURLs, &p.peer}} {
 		for _, u := range set.urls {
 			var ln net.Listener
 			var err error
@@ -71,7 +76,7 @@ func bind(cfg *config) (*ports, error) {
 }
 
 func (p *ports) close() {
-	for _, ln := range slices.Concat(p.client, p.clientHTTP, p.metrics) {
+	for _, ln := range slices.Concat(p.client, p.clientHTTP, p.metrics, p.peer) {
 		ln.Close()
 	}
 }

@@ -67,6 +67,12 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	if quota > 8<<30 {
 		log.Warn("quota exceeds the maximum value etcd suggests (8 GiB)", "quota-size-bytes", quota)
 	}
+	if err := cfg.cluster.selfCert(cfg.dataDir); err != nil {
+		return err
+	}
+	// A member removed from the cluster stops, as etcd does.
+	ctx, removed := context.WithCancelCause(ctx)
+	defer removed(nil)
 	rpcStats := grpcstats.New()
 	mets := metrics.New(metrics.Options{ServerVersion: server.APIVersion, ClusterVersion: server.ClusterVersion,
 		QuotaBackendBytes: quota, GRPC: rpcStats})
@@ -86,6 +92,8 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		Feed:                  feed,
 		WatchProgressInterval: cfg.watchProgressInterval,
 		OnAuthChange:          busUsers.Recheck,
+		Cluster:               cfg.cluster.ClusterOptions,
+		OnRemoved:             func() { removed(errRemoved) },
 	})
 	if err != nil {
 		return err
@@ -163,7 +171,12 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		go func() { _ = hs.Serve(httpLn) }()
 	}
 	stopMetrics := serveMetrics(bound, httpapi.MetricsHandler(healthReader{srv}, httpapi.Options{Metrics: mets.Handler()}), log)
-	bound.client, bound.clientHTTP, bound.metrics = nil, nil, nil // the servers own them now
+	stopPeers, err := servePeers(bound.peer, cfg.cluster, srv.PeerHandler(), log)
+	if err != nil {
+		return err
+	}
+	defer stopPeers()
+	bound.client, bound.clientHTTP, bound.metrics, bound.peer = nil, nil, nil, nil // the servers own them now
 	// HTTP first: the gateway's streams (a watch over /v3/watch) hold gRPC
 	// streams that would keep a graceful gRPC stop waiting.
 	stopHTTP := sync.OnceFunc(func() {
@@ -211,6 +224,11 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 
 	select {
 	case <-ctx.Done():
+		if errors.Is(context.Cause(ctx), errRemoved) {
+			stopHTTP()
+			stopGRPC(gs)
+			return errRemoved
+		}
 		log.Info("stopping")
 		stopHTTP()
 		stopGRPC(gs)

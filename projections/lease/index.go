@@ -170,6 +170,11 @@ func (x *Index) NextSeq() uint64 {
 	return x.seq
 }
 
+// RaiseSeq makes the next sequence numbers Grant and NextSeq give greater
+// than base: a new leader numbers its grants above base = its term << 32,
+// so that they never repeat a number another leader (or a restart) gave.
+func (x *Index) RaiseSeq(base uint64) { x.seq = max(x.seq, base) }
+
 // Remove drops lease id and detaches its keys without deleting them (the
 // caller deletes them, or already did). It reports whether the lease
 // existed.

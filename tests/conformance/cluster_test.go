@@ -46,13 +46,11 @@ func TestCluster(t *testing.T) {
 				t.Fatalf("%s: %s lists %d members, want 1:\n%s", label, s.Name, len(r.Members), text(r))
 			}
 			got := proto.Clone(r.Members[0]).(*pb.Member)
-			if s == h.Ref {
-				// etcd listens to its peers; revd has none.
-				if len(got.PeerURLs) == 0 {
-					t.Fatalf("%s: etcd lists no peer URLs: %s", label, text(got))
-				}
-				got.PeerURLs = nil
+			// Each listens to its peers on a port of its own.
+			if len(got.PeerURLs) != 1 {
+				t.Fatalf("%s: %s lists the peer URLs %v, want one", label, s.Name, got.PeerURLs)
 			}
+			got.PeerURLs = nil
 			if !proto.Equal(got, want) {
 				t.Fatalf("%s: %s lists\n%s\nwant\n%s", label, s.Name, text(got), text(want))
 			}

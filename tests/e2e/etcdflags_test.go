@@ -26,9 +26,11 @@ import (
 )
 
 // TestEtcdCommandLine: revd starts from an etcd command line (peers, raft
-// and logging flags such as a Kubernetes static pod passes), warns about
-// each flag it ignores, and serves; an --initial-cluster naming another
-// member is refused.
+// and logging flags such as a Kubernetes static pod passes), takes the
+// cluster flags as etcd does, warns about each flag it ignores, and
+// serves; an --initial-cluster whose entry for this member is not its
+// advertised peer URL, or that does not name it, is refused as etcd
+// refuses it.
 func TestEtcdCommandLine(t *testing.T) {
 	ports := testutil.FreePorts(t, 2)
 	peer := "http://127.0.0.1:" + strconv.Itoa(ports[0])
@@ -41,15 +43,20 @@ func TestEtcdCommandLine(t *testing.T) {
 		"--client-cert-file=client.pem", "--discovery-fallback=exit", "--v2-deprecation=write-only", "--vv",
 		"--socket-reuse-address", "--socket-reuse-port",
 	}})
-	if _, err := p.Dial(t).KV.Put(context.Background(), &pb.PutRequest{Key: []byte("k"), Value: []byte("v")}); err != nil {
+	c := p.Dial(t)
+	if _, err := c.KV.Put(context.Background(), &pb.PutRequest{Key: []byte("k"), Value: []byte("v")}); err != nil {
 		t.Fatal(err)
 	}
+	ml, err := c.Cluster.MemberList(context.Background(), &pb.MemberListRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ml.Members) != 1 || ml.Members[0].Name != "default" || len(ml.Members[0].PeerURLs) != 1 || ml.Members[0].PeerURLs[0] != peer {
+		t.Errorf("member list %v, want default at %s", ml.Members, peer)
+	}
 	for _, want := range []string{
-		`"--listen-peer-urls is ignored: revd is a single member with no peers"`,
-		`"--snapshot-count is ignored: revd has no raft log"`,
-		`"--unsafe-no-fsync is ignored: revd always syncs its journal before answering a write"`,
+		`"--unsafe-no-fsync is ignored: revd always syncs raft's log before answering a write"`,
 		`"--backend-batch-interval is ignored: revd's journal is not bbolt"`,
-		`"--initial-cluster is ignored beyond its check: revd is a single member with no peers"`,
 		`"--client-cert-file is ignored: revd's JSON gateway calls the server in process, with no client certificate"`,
 		`"--vv is ignored: etcd itself no longer supports it and ignores it"`,
 	} {
@@ -58,8 +65,8 @@ func TestEtcdCommandLine(t *testing.T) {
 		}
 	}
 	code, out := runRevd(t, "--initial-cluster=default=http://a:2380,other=http://b:2380")
-	if code != 2 || !strings.Contains(out, `--initial-cluster names default, other, but revd is a single member and can only be "default" (--name)`) {
-		t.Errorf("two-member --initial-cluster: exit %d, stderr %q", code, out)
+	if code != 2 || !strings.Contains(out, `--initial-cluster has default=http://a:2380 but missing from --initial-advertise-peer-urls=http://localhost:2380`) {
+		t.Errorf("--initial-cluster not naming this member's advertised peer URL: exit %d, stderr %q", code, out)
 	}
 	code, out = runRevd(t, "--initial-cluster=other=http://b:2380")
 	if code != 2 || !strings.Contains(out, `couldn't find local name "default" in the initial cluster configuration`) {

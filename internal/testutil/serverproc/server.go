@@ -193,7 +193,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		out = io.MultiWriter(tail, forgiving{cfg.Output})
 	}
 	for attempt := 0; ; attempt++ {
-		ports, err := FreePorts(3)
+		ports, err := FreePorts(4)
 		if err != nil {
 			return nil, err
 		}
@@ -247,11 +247,15 @@ func newServer(cfg Config, ports []int) *Server {
 		if cfg.NATSURL != "" {
 			s.NATSURL, natsFlag = cfg.NATSURL, "--nats-url="+cfg.NATSURL
 		}
+		peer := "http://127.0.0.1:" + strconv.Itoa(ports[3])
 		s.Args = []string{
 			"--data-dir=" + cfg.DataDir,
 			"--name=default",
 			"--listen-client-urls=" + s.ClientURL,
 			natsFlag,
+			"--listen-peer-urls=" + peer,
+			"--initial-advertise-peer-urls=" + peer,
+			"--initial-cluster=default=" + peer,
 		}
 		if cfg.Pprof {
 			s.PprofAddr = "127.0.0.1:" + strconv.Itoa(ports[2])

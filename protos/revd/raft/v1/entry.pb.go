@@ -220,7 +220,10 @@ type LeaseChange struct {
 	Ttl     int64                  `protobuf:"varint,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	Revoked bool                   `protobuf:"varint,3,opt,name=revoked,proto3" json:"revoked,omitempty"`
 	// revision is the store's revision right after the change.
-	Revision      int64 `protobuf:"varint,4,opt,name=revision,proto3" json:"revision,omitempty"`
+	Revision int64 `protobuf:"varint,4,opt,name=revision,proto3" json:"revision,omitempty"`
+	// seq tells apart two grants of one id (lease.Lease.Seq): the leader
+	// numbers its grants above its term << 32.
+	Seq           uint64 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -279,6 +282,13 @@ func (x *LeaseChange) GetRevoked() bool {
 func (x *LeaseChange) GetRevision() int64 {
 	if x != nil {
 		return x.Revision
+	}
+	return 0
+}
+
+func (x *LeaseChange) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
 	}
 	return 0
 }
@@ -707,12 +717,13 @@ const file_revd_raft_v1_entry_proto_rawDesc = "" +
 	"attributes\":\n" +
 	"\x06Record\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"e\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"w\n" +
 	"\vLeaseChange\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x10\n" +
 	"\x03ttl\x18\x02 \x01(\x03R\x03ttl\x12\x18\n" +
 	"\arevoked\x18\x03 \x01(\bR\arevoked\x12\x1a\n" +
-	"\brevision\x18\x04 \x01(\x03R\brevision\"\xec\x01\n" +
+	"\brevision\x18\x04 \x01(\x03R\brevision\x12\x10\n" +
+	"\x03seq\x18\x05 \x01(\x04R\x03seq\"\xec\x01\n" +
 	"\n" +
 	"AuthChange\x12\x1a\n" +
 	"\aenabled\x18\x01 \x01(\bH\x00R\aenabled\x12\x1c\n" +

@@ -1,0 +1,158 @@
+package raftnode
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdserver/api/snap"
+	"go.etcd.io/etcd/server/v3/storage/wal"
+	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+)
+
+// storage is raft's durable log: etcd's write-ahead log (entries and hard
+// state, each record checksummed and chained to the one before, so that a
+// torn tail is told apart from damage in the middle) and etcd's snapshot
+// files (the metadata of raft snapshots: the state machine's data is the
+// journal itself), under the in-memory raft.MemoryStorage that raft reads.
+type storage struct {
+	lg   *zap.Logger
+	wal  *wal.WAL
+	snap *snap.Snapshotter
+	mem  *raft.MemoryStorage
+}
+
+// ErrWALDamaged reports a write-ahead log that cannot be read, other than
+// a torn tail (which is repaired): etcd refuses to start on one, and so
+// does revd.
+var ErrWALDamaged = errors.New("raftnode: the raft write-ahead log is damaged")
+
+// openStorage opens the log in walDir and snapDir, creating it if walDir
+// holds none: with a snapshot of boot (a new cluster's first member
+// configuration, the same on every member) or empty (a member joining a
+// cluster, which gets everything from the leader). It returns the storage
+// and whether it was created.
+func openStorage(lg *zap.Logger, walDir, snapDir string, metadata []byte, boot *Bootstrap) (*storage, bool, error) {
+	if err := os.MkdirAll(snapDir, 0o700); err != nil {
+		return nil, false, fmt.Errorf("raftnode: %w", err)
+	}
+	s := &storage{lg: lg, snap: snap.New(lg, snapDir), mem: raft.NewMemoryStorage()}
+	if !wal.Exist(walDir) {
+		return s, true, s.create(walDir, metadata, boot)
+	}
+	return s, false, s.restart(walDir)
+}
+
+func (s *storage) create(walDir string, metadata []byte, boot *Bootstrap) error {
+	w, err := wal.Create(s.lg, walDir, metadata)
+	if err != nil {
+		return fmt.Errorf("raftnode: create the write-ahead log: %w", err)
+	}
+	s.wal = w
+	if boot == nil || boot.ConfState == nil {
+		return nil
+	}
+	term := max(1, boot.Term)
+	snapshot := &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
+		Index: proto.Uint64(boot.Index), Term: proto.Uint64(term), ConfState: boot.ConfState,
+	}}
+	if err := s.saveSnap(snapshot); err != nil {
+		return err
+	}
+	st := &raftpb.HardState{Term: proto.Uint64(term), Commit: proto.Uint64(boot.Index)}
+	if err := s.wal.Save(st, nil); err != nil {
+		return fmt.Errorf("raftnode: bootstrap: %w", err)
+	}
+	if err := s.wal.Sync(); err != nil {
+		return fmt.Errorf("raftnode: bootstrap: %w", err)
+	}
+	if err := s.mem.ApplySnapshot(snapshot); err != nil {
+		return fmt.Errorf("raftnode: bootstrap: %w", err)
+	}
+	return s.mem.SetHardState(st)
+}
+
+// restart reads the log back from the newest snapshot on record, as etcd
+// does: a torn tail is repaired once; any other damage is ErrWALDamaged.
+func (s *storage) restart(walDir string) error {
+	walSnaps, err := wal.ValidSnapshotEntries(s.lg, walDir)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrWALDamaged, err)
+	}
+	snapshot, err := s.snap.LoadNewestAvailable(walSnaps)
+	if err != nil && !errors.Is(err, snap.ErrNoSnapshot) {
+		return fmt.Errorf("raftnode: load the raft snapshot: %w", err)
+	}
+	walsnap := &walpb.Snapshot{}
+	if snapshot != nil {
+		walsnap.Index = snapshot.GetMetadata().Index
+		walsnap.Term = snapshot.GetMetadata().Term
+		walsnap.ConfState = snapshot.GetMetadata().GetConfState()
+	}
+	repaired := false
+	for {
+		w, err := wal.Open(s.lg, walDir, walsnap)
+		if err != nil {
+			return fmt.Errorf("%w: open: %v", ErrWALDamaged, err)
+		}
+		_, st, ents, err := w.ReadAll()
+		if err != nil {
+			w.Close()
+			if repaired || !errors.Is(err, io.ErrUnexpectedEOF) {
+				return fmt.Errorf("%w: %s: %v", ErrWALDamaged, walDir, err)
+			}
+			if !wal.Repair(s.lg, walDir) {
+				return fmt.Errorf("%w: %s: a torn tail could not be repaired: %v", ErrWALDamaged, walDir, err)
+			}
+			s.lg.Warn("repaired the torn tail of the raft write-ahead log (writes never acknowledged)")
+			repaired = true
+			continue
+		}
+		s.wal = w
+		if snapshot != nil {
+			if err := s.mem.ApplySnapshot(snapshot); err != nil {
+				return fmt.Errorf("raftnode: %w", err)
+			}
+		}
+		if err := s.mem.SetHardState(st); err != nil {
+			return fmt.Errorf("raftnode: %w", err)
+		}
+		return s.mem.Append(ents)
+	}
+}
+
+// save persists a Ready's hard state and entries; the log syncs when raft
+// needs it to (a new term, vote or entries).
+func (s *storage) save(st *raftpb.HardState, ents []*raftpb.Entry) error {
+	return s.wal.Save(st, ents)
+}
+
+// saveSnap records a raft snapshot: its metadata file first, then its
+// marker in the log (etcd's order: a marker never names a missing file).
+func (s *storage) saveSnap(snapshot *raftpb.Snapshot) error {
+	md := snapshot.GetMetadata()
+	if err := s.snap.SaveSnap(snapshot); err != nil {
+		return fmt.Errorf("raftnode: save the raft snapshot: %w", err)
+	}
+	walsnap := &walpb.Snapshot{Index: md.Index, Term: md.Term, ConfState: md.GetConfState()}
+	if err := s.wal.SaveSnapshot(walsnap); err != nil {
+		return fmt.Errorf("raftnode: record the raft snapshot: %w", err)
+	}
+	return nil
+}
+
+// release lets the log drop the files before snapshot index, and the
+// snapshot files older than it.
+func (s *storage) release(index uint64) error {
+	if err := s.wal.ReleaseLockTo(index); err != nil {
+		return fmt.Errorf("raftnode: release the write-ahead log: %w", err)
+	}
+	return nil
+}
+
+func (s *storage) close() error { return s.wal.Close() }

@@ -1,0 +1,164 @@
+package server
+
+import (
+	"fmt"
+
+	"go.etcd.io/etcd/server/v3/etcdserver/api/snap"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"revd/actors/sequencer"
+	"revd/journal"
+	raftv1 "revd/protos/revd/raft/v1"
+)
+
+// applier is the server as raft's state machine (raftnode.StateMachine):
+// its methods run on raft's apply goroutine, one entry at a time, in log
+// order. Every member applies every entry the same way: the batch goes
+// into its journal (with the entry's index, unsynced: raft's log is the
+// durable copy until Sync), then to its projections through the fan-out,
+// and the member that proposed it answers the batch's commands.
+type applier Server
+
+// Apply applies one committed normal entry.
+func (a *applier) Apply(ent *raftpb.Entry) (uint64, error) {
+	s := (*Server)(a)
+	at := journal.Applied{Index: ent.GetIndex(), Term: ent.GetTerm()}
+	s.props.lostBefore(at.Term)
+	data := ent.GetData()
+	if len(data) == 0 {
+		// The entry a leader appends when elected.
+		jb := s.j.NewBatch()
+		jb.SetApplied(at)
+		if err := s.j.CommitApplied(jb); err != nil {
+			return 0, err
+		}
+		s.applied(at)
+		return 1, nil
+	}
+	var (
+		b      *sequencer.Batch
+		values [][]byte
+		entry  *raftv1.Entry
+		own    *proposal
+	)
+	if proposer, seq := entryOrigin(data); proposer == s.meta.MemberID {
+		own = s.props.take(seq)
+	}
+	if own != nil {
+		b, values = own.batch, own.values
+	} else {
+		var err error
+		if entry, b, err = decodeEntry(data); err != nil {
+			return 0, err
+		}
+		values = make([][]byte, len(entry.Records))
+		for i, r := range entry.Records {
+			values[i] = r.Value
+		}
+	}
+	if n := len(b.Records); n > 0 {
+		if first, last := b.Records[0].Revision, s.committed.Load(); first != last+1 {
+			return 0, fmt.Errorf("server: entry %d holds revision %d, after revision %d: refusing to apply it",
+				at.Index, first, last)
+		}
+	}
+	jb := s.j.NewBatch()
+	for i, r := range b.Records {
+		jb.AppendEncodedRecord(r.Revision, values[i])
+	}
+	if b.Compact {
+		jb.SetCompactRev(b.CompactRev)
+	}
+	appendLeases(jb, b.Leases)
+	jb.ChangeAuth(b.Auth)
+	if b.SetAlarms {
+		jb.SetAlarms(b.Alarms)
+	}
+	jb.SetApplied(at)
+	if err := s.j.CommitApplied(jb); err != nil {
+		return 0, err
+	}
+	if own == nil {
+		// Decided by another leader (or by this member before it
+		// restarted): the sequencer's core, the auth store and the alarms
+		// follow it here; the proposer's were changed when it decided.
+		s.seq.Follow(&sequencer.Follow{Batch: b})
+		if len(b.Auth) > 0 {
+			s.followAuth(b.Auth)
+		}
+		if b.SetAlarms {
+			s.followAlarms(b.Alarms)
+		}
+	}
+	s.fan.Publish(b)
+	s.applied(at)
+	if own != nil {
+		own.done <- nil
+	}
+	return requests(b), nil
+}
+
+// entryOrigin reads the proposer and proposal of an entry's data without
+// decoding the rest (they are its first fields, as Marshal writes them).
+func entryOrigin(data []byte) (proposer, proposal uint64) {
+	for len(data) > 0 {
+		num, typ, n := protowire.ConsumeTag(data)
+		if n < 0 || typ != protowire.VarintType || num > 2 {
+			return
+		}
+		v, m := protowire.ConsumeVarint(data[n:])
+		if m < 0 {
+			return 0, 0
+		}
+		if num == 1 {
+			proposer = v
+		} else {
+			proposal = v
+		}
+		data = data[n+m:]
+	}
+	return
+}
+
+// ApplyConfChange records a membership change raft has taken.
+func (a *applier) ApplyConfChange(ent *raftpb.Entry, cc raftpb.ConfChangeI, cs *raftpb.ConfState) error {
+	s := (*Server)(a)
+	at := journal.Applied{Index: ent.GetIndex(), Term: ent.GetTerm()}
+	s.props.lostBefore(at.Term)
+	st := s.cluster.get()
+	st.ConfState = cs
+	changed, err := s.changeMembers(st, cc)
+	if err != nil {
+		return err
+	}
+	data, err := proto.Marshal(st)
+	if err != nil {
+		return err
+	}
+	jb := s.j.NewBatch()
+	jb.SetClusterState(data)
+	jb.SetApplied(at)
+	if err := s.j.CommitApplied(jb); err != nil {
+		return err
+	}
+	s.cluster.set(st)
+	changed()
+	s.applied(at)
+	return nil
+}
+
+// ApplySnapshot replaces the member's state with a snapshot's.
+func (a *applier) ApplySnapshot(sn *raftpb.Snapshot) error {
+	return (*Server)(a).installSnapshot(sn)
+}
+
+// Sync makes everything applied durable.
+func (a *applier) Sync() error { return (*Server)(a).j.Sync() }
+
+// SnapshotMessage builds a snapshot of the state as applied now for a
+// follower too far behind.
+func (a *applier) SnapshotMessage(m *raftpb.Message, index, term uint64, cs *raftpb.ConfState) (*snap.Message, error) {
+	return (*Server)(a).snapshotMessage(m, index, term, cs)
+}

@@ -1,0 +1,131 @@
+package server
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"revd/actors/sequencer"
+	"revd/journal"
+	"revd/projections/lease"
+	raftv1 "revd/protos/revd/raft/v1"
+)
+
+// encodeEntry encodes a batch the sequencer decided as the data of one
+// raft log entry (revd.raft.v1.Entry): the journal's own record values, so
+// that every member stores the bytes the leader encoded.
+// It returns the entry's data and the records' values.
+func encodeEntry(proposer, proposal uint64, b *sequencer.Batch) ([]byte, [][]byte, error) {
+	e := &raftv1.Entry{
+		Proposer: proposer, Proposal: proposal,
+		Records:         make([]*raftv1.Record, len(b.Records)),
+		Compact:         b.Compact,
+		CompactRevision: b.CompactRev,
+		SetAlarms:       b.SetAlarms,
+	}
+	values := make([][]byte, len(b.Records))
+	for i, r := range b.Records {
+		v, err := journal.EncodeRecord(nil, r.Revision, r.Events)
+		if err != nil {
+			return nil, nil, err
+		}
+		e.Records[i] = &raftv1.Record{Revision: r.Revision, Value: v}
+		values[i] = v
+	}
+	for _, c := range b.Leases {
+		e.Leases = append(e.Leases, &raftv1.LeaseChange{Id: c.ID, Ttl: c.TTL, Revoked: c.Revoked, Revision: c.Rev, Seq: c.Seq})
+	}
+	for _, c := range b.Auth {
+		e.Auth = append(e.Auth, authChangeToProto(c))
+	}
+	for _, a := range b.Alarms {
+		e.Alarms = append(e.Alarms, &raftv1.Alarm{MemberId: a.MemberID, Type: a.Type})
+	}
+	data, err := proto.Marshal(e)
+	return data, values, err
+}
+
+// decodeEntry decodes an entry's data into the batch it carries (the record
+// values to journal as they are stay in the entry).
+func decodeEntry(data []byte) (*raftv1.Entry, *sequencer.Batch, error) {
+	e := new(raftv1.Entry)
+	if err := proto.Unmarshal(data, e); err != nil {
+		return nil, nil, fmt.Errorf("server: bad log entry: %w", err)
+	}
+	b := &sequencer.Batch{
+		Records:    make([]journal.Record, len(e.Records)),
+		Compact:    e.Compact,
+		CompactRev: e.CompactRevision,
+		SetAlarms:  e.SetAlarms,
+	}
+	for i, r := range e.Records {
+		rec, err := journal.DecodeRecord(r.Revision, r.Value)
+		if err != nil {
+			return nil, nil, err
+		}
+		b.Records[i] = rec
+	}
+	for _, c := range e.Leases {
+		b.Leases = append(b.Leases, lease.Change{Lease: lease.Lease{ID: c.Id, TTL: c.Ttl, Seq: c.Seq},
+			Revoked: c.Revoked, Rev: c.Revision})
+	}
+	for _, c := range e.Auth {
+		ac, err := authChangeFromProto(c)
+		if err != nil {
+			return nil, nil, err
+		}
+		b.Auth = append(b.Auth, ac)
+	}
+	for _, a := range e.Alarms {
+		b.Alarms = append(b.Alarms, journal.Alarm{MemberID: a.MemberId, Type: a.Type})
+	}
+	return e, b, nil
+}
+
+// requests is how many requests a batch carries, for raftnode's counts:
+// its revisions and its other changes, at least 1.
+func requests(b *sequencer.Batch) uint64 {
+	n := len(b.Records) + len(b.Leases) + len(b.Auth)
+	if b.Compact {
+		n++
+	}
+	if b.SetAlarms {
+		n++
+	}
+	return uint64(max(n, 1))
+}
+
+func authChangeToProto(c journal.AuthChange) *raftv1.AuthChange {
+	switch {
+	case c.Enabled != nil:
+		return &raftv1.AuthChange{Change: &raftv1.AuthChange_Enabled{Enabled: *c.Enabled}}
+	case c.Revision != nil:
+		return &raftv1.AuthChange{Change: &raftv1.AuthChange_Revision{Revision: *c.Revision}}
+	case c.PutUser != nil:
+		return &raftv1.AuthChange{Change: &raftv1.AuthChange_PutUser{PutUser: c.PutUser}}
+	case c.DeleteUser != "":
+		return &raftv1.AuthChange{Change: &raftv1.AuthChange_DeleteUser{DeleteUser: c.DeleteUser}}
+	case c.PutRole != nil:
+		return &raftv1.AuthChange{Change: &raftv1.AuthChange_PutRole{PutRole: c.PutRole}}
+	default:
+		return &raftv1.AuthChange{Change: &raftv1.AuthChange_DeleteRole{DeleteRole: c.DeleteRole}}
+	}
+}
+
+func authChangeFromProto(c *raftv1.AuthChange) (journal.AuthChange, error) {
+	switch x := c.Change.(type) {
+	case *raftv1.AuthChange_Enabled:
+		return journal.AuthChange{Enabled: &x.Enabled}, nil
+	case *raftv1.AuthChange_Revision:
+		return journal.AuthChange{Revision: &x.Revision}, nil
+	case *raftv1.AuthChange_PutUser:
+		return journal.AuthChange{PutUser: x.PutUser}, nil
+	case *raftv1.AuthChange_DeleteUser:
+		return journal.AuthChange{DeleteUser: x.DeleteUser}, nil
+	case *raftv1.AuthChange_PutRole:
+		return journal.AuthChange{PutRole: x.PutRole}, nil
+	case *raftv1.AuthChange_DeleteRole:
+		return journal.AuthChange{DeleteRole: x.DeleteRole}, nil
+	}
+	return journal.AuthChange{}, fmt.Errorf("server: bad log entry: an empty auth change")
+}

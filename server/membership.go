@@ -1,0 +1,76 @@
+package server
+
+import (
+	"slices"
+	"sync"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	raftv1 "revd/protos/revd/raft/v1"
+)
+
+// memberSet is the cluster's members as this member applied them: the
+// journal's m/cluster (revd.raft.v1.ClusterState), changed only by the
+// applier, read by anyone.
+type memberSet struct {
+	mu    sync.RWMutex
+	state *raftv1.ClusterState
+}
+
+func newMemberSet(st *raftv1.ClusterState) *memberSet {
+	return &memberSet{state: st}
+}
+
+// get returns a copy of the state.
+func (m *memberSet) get() *raftv1.ClusterState {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return proto.Clone(m.state).(*raftv1.ClusterState)
+}
+
+// set replaces the state (the applier's, once journaled).
+func (m *memberSet) set(st *raftv1.ClusterState) {
+	m.mu.Lock()
+	m.state = st
+	m.mu.Unlock()
+}
+
+// member returns a copy of member id, or nil.
+func (m *memberSet) member(id uint64) *raftv1.Member {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for _, x := range m.state.Members {
+		if x.Id == id {
+			return proto.Clone(x).(*raftv1.Member)
+		}
+	}
+	return nil
+}
+
+// members returns copies of every member, in id order.
+func (m *memberSet) members() []*raftv1.Member {
+	return m.get().Members
+}
+
+// isRemoved reports a member removed from the cluster.
+func (m *memberSet) isRemoved(id uint64) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return slices.Contains(m.state.Removed, id)
+}
+
+// confState returns raft's configuration as last applied.
+func (m *memberSet) confState() *raftpb.ConfState {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return proto.Clone(m.state.GetConfState()).(*raftpb.ConfState)
+}
+
+// onlyVoter reports whether id is the cluster's only voting member.
+func (m *memberSet) onlyVoter(id uint64) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	v := m.state.GetConfState().GetVoters()
+	return len(v) == 1 && v[0] == id
+}
