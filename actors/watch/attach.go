@@ -9,8 +9,8 @@ import (
 // and publishing a batch no subscriber wants (bus.Feed asks the NATS
 // server for interest), and the hub decodes nothing.
 //
-// Attaching (the first watcher, or a progress request of a stream with
-// watchers, while detached) happens in this order:
+// Attaching (the first watcher, or a stream owing a progress response,
+// while detached) happens in this order:
 //
 //  1. subscribe to the feed; Feed.Subscribe returns once every later
 //     Publish reaches the hub;
@@ -26,7 +26,7 @@ import (
 // skipped as repeats.
 //
 // Detaching happens on a sync tick once the hub has had no watchers and no
-// pending progress request for DetachAfter.
+// stream owing a progress response for DetachAfter.
 
 // attach subscribes the hub to its feed if it is not, and brings its
 // revision up to the store's when no watcher needs the revisions between.
@@ -45,12 +45,12 @@ func (h *Hub) attach(ctx actor.Context) {
 	h.unsubscribe = unsub
 	rev, compactRev := h.opts.Current()
 	h.compactRev = max(h.compactRev, compactRev)
-	if h.watchers() == 0 && len(h.pendingProgress) == 0 {
+	if h.watchers() == 0 {
 		h.rev = max(h.rev, rev)
 		return
 	}
-	if rev > h.rev && h.fillGap(rev) && len(h.pendingProgress) > 0 {
-		h.answerPendingProgress()
+	if rev > h.rev {
+		h.fillGap(rev)
 	}
 }
 
@@ -60,7 +60,7 @@ func (h *Hub) detachIfIdle(ctx actor.Context) {
 	if h.opts.Feed == nil {
 		return
 	}
-	if h.watchers() > 0 || len(h.pendingProgress) > 0 {
+	if h.watchers() > 0 || len(h.owing) > 0 {
 		if h.unsubscribe == nil {
 			h.attach(ctx)
 		}

@@ -48,7 +48,7 @@ func TestBacklogGoesOutAsABatch(t *testing.T) {
 	bs := &batchSink{sink: newSink()}
 	bs.gate = make(chan struct{}, 3)
 	budget := &Budget{Limit: 100000}
-	st := NewStream(StreamOptions{Hub: e.hub, Root: e.sys.Root, Sink: bs, Rev: func() int64 { return e.rev },
+	st := NewStream(StreamOptions{Hub: e.hub, HubRev: e.h.Rev, Root: e.sys.Root, Sink: bs, Rev: func() int64 { return e.rev },
 		Budget: budget, MaxResponseBytes: 150})
 	go st.Run()
 	t.Cleanup(st.Close)

@@ -32,7 +32,7 @@ func BenchmarkFanOut(b *testing.B) {
 			sinks := make([]*countSink, shape.streams)
 			for i := range sinks {
 				sinks[i] = &countSink{n: shape.perStream, done: make(chan struct{}, 1)}
-				st := NewStream(StreamOptions{Hub: e.hub, Root: e.sys.Root, Sink: sinks[i], Rev: func() int64 { return e.rev }})
+				st := NewStream(StreamOptions{Hub: e.hub, HubRev: e.h.Rev, Root: e.sys.Root, Sink: sinks[i], Rev: func() int64 { return e.rev }})
 				go st.Run()
 				defer st.Close()
 				for range shape.perStream {

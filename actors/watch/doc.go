@@ -26,4 +26,8 @@
 // A Stream is one client's multiplexed watch session (a gRPC Watch stream, or
 // a NATS watch): it assigns watch ids, answers create, cancel and progress
 // requests, and sends responses from a bounded queue on its own goroutine.
+// A progress response never reaches a watcher ahead of an event it covers
+// (etcd's "bookmarkable" guarantee): the stream answers a progress request
+// as it reads it, in order with the others, from what the hub publishes
+// under the stream's lock (progress.go).
 package watch

@@ -4,6 +4,7 @@ import (
 	"iter"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -85,8 +86,9 @@ type Hub struct {
 	progress   map[*Stream]map[*watcher]struct{} // progress_notify watchers, by stream
 	order      []*watcher                        // deliverLive's scratch
 
-	pendingProgress []*progressRq // waiting for the hub to reach their revision
-	stop            chan struct{}
+	owing     map[*Stream]struct{} // streams owing progress responses (progress.go)
+	published atomic.Int64         // h.rev as of the end of the last message: Rev
+	stop      chan struct{}
 
 	unsubscribe func() // non-nil while subscribed to opts.Feed
 	idleTicks   int    // sync ticks without watchers while subscribed
@@ -97,14 +99,9 @@ type Hub struct {
 type (
 	register   struct{ w *watcher }
 	unregister struct{ w *watcher }
-	progressRq struct {
-		s        *Stream
-		watchers []*watcher
-		rev      int64 // committed revision when the request came
-	}
-	syncTick struct{}
-	syncNow  struct{}
-	progTick struct{ s *Stream } // the stream's progress timer fired
+	syncTick   struct{}
+	syncNow    struct{}
+	progTick   struct{ s *Stream } // the stream's progress timer fired
 )
 
 // NewHub returns a hub; spawn it with Props.
@@ -130,12 +127,20 @@ func NewHub(opts HubOptions) *Hub {
 	if opts.Feed != nil && opts.Current == nil {
 		panic("watch: HubOptions.Feed needs HubOptions.Current")
 	}
-	return &Hub{
+	h := &Hub{
 		opts: opts, log: opts.Logger, rev: opts.Rev, compactRev: opts.CompactRev,
 		synced: newGroup(), unsynced: map[*watcher]struct{}{}, progress: map[*Stream]map[*watcher]struct{}{},
-		stop: make(chan struct{}),
+		owing: map[*Stream]struct{}{}, stop: make(chan struct{}),
 	}
+	h.published.Store(opts.Rev)
+	return h
 }
+
+// Rev is the revision up to which the hub has queued the events of every
+// synced watcher on its stream (published as each message it handles
+// ends). Any goroutine may call it; streams answer progress requests with
+// it (StreamOptions.HubRev).
+func (h *Hub) Rev() int64 { return h.published.Load() }
 
 // Props returns props spawning h.
 func (h *Hub) Props() *actor.Props {
@@ -150,34 +155,38 @@ func (h *Hub) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		close(h.stop)
 		h.detach()
+	default:
+		if h.handle(ctx, m) {
+			ctx.Send(ctx.Self(), &syncNow{})
+		}
+	}
+	h.afterMessage()
+}
+
+// handle handles one of the hub's own messages. It reports whether a sync
+// round should follow right away. ctx is used only to follow the feed (nil
+// will do without HubOptions.Feed).
+func (h *Hub) handle(ctx actor.Context, m any) (syncAgain bool) {
+	switch m := m.(type) {
 	case *Commit:
 		h.onCommit(m)
 	case *register:
 		h.attach(ctx)
-		if h.onRegister(m.w) && h.syncRound() {
-			ctx.Send(ctx.Self(), &syncNow{})
-		}
+		return h.onRegister(m.w) && h.syncRound()
 	case *unregister:
 		h.remove(m.w)
-	case *progressRq:
-		if len(m.watchers) > 0 {
-			h.attach(ctx)
-		}
-		h.onProgressRequest(m)
+	case *owe:
+		h.owing[m.s] = struct{}{}
+		h.attach(ctx)
 	case *syncTick, *syncNow:
 		if _, tick := m.(*syncTick); tick {
 			h.detachIfIdle(ctx)
 		}
-		if h.syncRound() {
-			ctx.Send(ctx.Self(), &syncNow{})
-		}
+		return h.syncRound()
 	case *progTick:
 		h.notifyProgress(m.s)
 	}
-	if st := h.opts.Stats; st != nil {
-		st.watchers.Store(int64(h.synced.len() + len(h.unsynced)))
-		st.slow.Store(int64(len(h.unsynced)))
-	}
+	return false
 }
 
 func (h *Hub) tick(root *actor.RootContext, self *actor.PID) {
@@ -210,10 +219,11 @@ func (h *Hub) onRegister(w *watcher) bool {
 		ws[w] = struct{}{}
 	}
 	if w.next > h.rev {
-		w.synced = true
+		w.setSynced(true, false)
 		h.synced.add(w)
 		return false
 	}
+	w.setSynced(false, false)
 	h.unsynced[w] = struct{}{}
 	w.stream.unsynced++
 	return true
@@ -223,7 +233,7 @@ func (h *Hub) remove(w *watcher) {
 	h.forgetProgress(w)
 	if w.synced {
 		h.synced.remove(w)
-		w.synced = false
+		w.setSynced(false, false)
 		return
 	}
 	if _, ok := h.unsynced[w]; ok {
@@ -236,7 +246,7 @@ func (h *Hub) remove(w *watcher) {
 // unsynced one that will be caught up from rev.
 func (h *Hub) makeUnsynced(w *watcher, rev int64) {
 	h.synced.remove(w)
-	w.synced = false
+	w.setSynced(false, true)
 	w.next = rev
 	h.unsynced[w] = struct{}{}
 	w.stream.unsynced++
@@ -262,9 +272,6 @@ func (h *Hub) onCommit(c *Commit) {
 	}
 	if c.CompactRev > h.compactRev {
 		h.compactRev = c.CompactRev
-	}
-	if len(h.pendingProgress) > 0 {
-		h.answerPendingProgress()
 	}
 }
 

@@ -48,7 +48,8 @@ type Budget struct {
 // Used is the number of events buffered now.
 func (b *Budget) Used() int64 { return b.used.Load() }
 
-// StreamOptions configure NewStream. Hub, Root, Sink and Rev are required.
+// StreamOptions configure NewStream. Hub, Root, Sink, Rev and HubRev are
+// required (HubRef.NewStream sets Hub, Root and HubRev).
 type StreamOptions struct {
 	Hub  *actor.PID
 	Root *actor.RootContext
@@ -57,6 +58,9 @@ type StreamOptions struct {
 	// canceled responses, and the start of a watch with start_revision 0
 	// (the next revision).
 	Rev func() int64
+	// HubRev returns the hub's Rev (Hub.Rev): the revision progress
+	// responses carry (see progress.go).
+	HubRev func() int64
 	// Fill completes response headers (cluster id, member id, raft term).
 	Fill func(*pb.ResponseHeader)
 	// MaxPendingEvents bounds the events queued on this stream. Default
@@ -100,6 +104,15 @@ type Stream struct {
 
 	unsynced int // hub state: this stream's unsynced watchers
 
+	// Progress requests (progress.go), under mu.
+	queuedRev int64    // highest header revision of the responses the hub queued
+	owed      int      // requests to answer once the hub catches up
+	owedAt    int64    // the committed revision their answer must reach
+	owing     bool     // the hub holds the stream among those owing answers
+	blocker   *watcher // the watcher the last check of owed requests waited for
+
+	tell func(any) // sends the hub a message
+
 	batch []*pb.WatchResponse // Run's scratch
 
 	progressTimer *time.Timer // fires every progressEvery until Close
@@ -127,6 +140,7 @@ func NewStream(opts StreamOptions) *Stream {
 		opts.ProgressInterval = 10 * time.Minute
 	}
 	s := &Stream{opts: opts, watchers: map[int64]*watcher{}}
+	s.tell = func(m any) { opts.Root.Send(opts.Hub, m) }
 	if opts.Stats != nil {
 		opts.Stats.streams.Add(1)
 	}
@@ -148,7 +162,7 @@ func (s *Stream) progressTick() {
 	}
 	s.mu.Unlock()
 	if !closed {
-		s.opts.Root.Send(s.opts.Hub, &progTick{s: s})
+		s.tell(&progTick{s: s})
 	}
 }
 
@@ -169,13 +183,7 @@ func (s *Stream) HandleContext(ctx context.Context, req *pb.WatchRequest) {
 		}
 	case *pb.WatchRequest_ProgressRequest:
 		if r.ProgressRequest != nil {
-			s.mu.Lock()
-			ws := make([]*watcher, 0, len(s.watchers))
-			for _, w := range s.watchers {
-				ws = append(ws, w)
-			}
-			s.mu.Unlock()
-			s.opts.Root.Send(s.opts.Hub, &progressRq{s: s, watchers: ws, rev: s.opts.Rev()})
+			s.requestProgress()
 		}
 	}
 }
@@ -241,10 +249,11 @@ func (s *Stream) create(ctx context.Context, cr *pb.WatchCreateRequest) {
 		return
 	}
 	w := newWatcher(s, id, c, start)
+	w.pastStart = c.StartRevision != 0 && c.StartRevision <= wsrev
 	s.watchers[id] = w
 	s.enqueueLocked(item{resp: &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: wsrev}, WatchId: id, Created: true}})
 	s.mu.Unlock()
-	s.opts.Root.Send(s.opts.Hub, &register{w: w})
+	s.tell(&register{w: w})
 }
 
 // cancel ends a watch; an unknown id gets no answer, as in etcd.
@@ -259,7 +268,7 @@ func (s *Stream) cancel(id int64) {
 	w.canceled.Store(true)
 	s.enqueueLocked(item{resp: &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: s.opts.Rev()}, WatchId: id, Canceled: true}})
 	s.mu.Unlock()
-	s.opts.Root.Send(s.opts.Hub, &unregister{w: w})
+	s.tell(&unregister{w: w})
 }
 
 // Close ends the session: every watch is removed from the hub and nothing
@@ -283,7 +292,7 @@ func (s *Stream) Close() {
 	s.cond.Broadcast()
 	for _, w := range ws {
 		w.canceled.Store(true)
-		s.opts.Root.Send(s.opts.Hub, &unregister{w: w})
+		s.tell(&unregister{w: w})
 	}
 }
 
@@ -312,7 +321,10 @@ func (s *Stream) Run() error {
 }
 
 // sendItems sends what Run took from the queue, in order, releasing each
-// item's events once it is sent (or skipped: its watcher was canceled).
+// item's events once it is sent. What was queued for a watcher before the
+// client canceled it still goes out, ahead of its canceled response (one
+// of the orders etcd sends them in): a progress response queued behind
+// those events must not reach the client without them.
 // Responses go out in batches where the sink takes them; a watcher that
 // asked for fragments has its response split and sent on its own.
 func (s *Stream) sendItems(items []item) error {
@@ -345,9 +357,6 @@ func (s *Stream) sendItems(items []item) error {
 		return err
 	}
 	for i, it := range items {
-		if it.w != nil && it.w.canceled.Load() {
-			continue // released with the batch around it
-		}
 		s.opts.Fill(it.resp.Header)
 		if it.w != nil && it.w.fragment {
 			if err := flush(i); err != nil {
@@ -428,17 +437,8 @@ func (s *Stream) offer(w *watcher, resp *pb.WatchResponse) bool {
 		return false
 	}
 	s.enqueueLocked(item{w: w, resp: resp, events: n})
+	s.queuedRev = max(s.queuedRev, resp.Header.Revision)
 	return true
-}
-
-// control queues a response that is never refused (hub side): progress and
-// compaction notices.
-func (s *Stream) control(resp *pb.WatchResponse) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.closed {
-		s.enqueueLocked(item{resp: resp})
-	}
 }
 
 // compacted ends a watcher that fell below the compaction (hub side): what

@@ -166,7 +166,7 @@ func isCreate(ev *mvccpb.Event) bool {
 func (h *Hub) toSynced(w *watcher) {
 	delete(h.unsynced, w)
 	w.stream.unsynced--
-	w.synced = true
+	w.setSynced(true, false)
 	h.synced.add(w)
 }
 
@@ -176,6 +176,7 @@ func (h *Hub) compacted(w *watcher) {
 	delete(h.unsynced, w)
 	h.forgetProgress(w)
 	w.stream.unsynced--
+	w.setSynced(false, true) // it never syncs: progress requests wait for its cancel
 	// etcd's compaction notice carries no revision in its header.
 	w.stream.compacted(w, &pb.WatchResponse{
 		Header:          &pb.ResponseHeader{},
@@ -183,48 +184,4 @@ func (h *Hub) compacted(w *watcher) {
 		CompactRevision: compactRev,
 		Canceled:        true,
 	})
-}
-
-// onProgressRequest answers a stream's progress request as etcd 3.7.3
-// does: one response with watch id -1 and the hub's revision (every event up
-// to it has been queued before it), only if every watcher of the stream is
-// synced and has reached its start revision; otherwise, and on a stream
-// with no watchers, nothing. The answer waits until the hub has seen every
-// revision committed when the request came, so that it covers every write
-// acknowledged before it.
-func (h *Hub) onProgressRequest(r *progressRq) {
-	if len(r.watchers) == 0 {
-		return
-	}
-	if h.rev < r.rev {
-		h.pendingProgress = append(h.pendingProgress, r)
-		return
-	}
-	for _, w := range r.watchers {
-		if !w.synced || h.rev < w.start {
-			return
-		}
-	}
-	r.s.control(&pb.WatchResponse{Header: &pb.ResponseHeader{Revision: h.rev}, WatchId: -1})
-}
-
-// answerPendingProgress answers the progress requests whose revision the hub
-// has now reached.
-func (h *Hub) answerPendingProgress() {
-	pending := h.pendingProgress
-	h.pendingProgress = nil
-	for _, r := range pending {
-		h.onProgressRequest(r)
-	}
-}
-
-// notifyProgress sends each idle, synced progress_notify watcher of s (its
-// progress timer fired) a response with no events and the hub's revision.
-func (h *Hub) notifyProgress(s *Stream) {
-	for w := range h.progress[s] {
-		if w.synced && !w.sentEvents && h.rev >= w.start {
-			w.stream.offer(w, &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: h.rev}, WatchId: w.id})
-		}
-		w.sentEvents = false
-	}
 }

@@ -49,7 +49,7 @@ func runModel(t *testing.T, seed uint64) {
 	hist := &history{}
 	h := NewHub(HubOptions{History: hist, Rev: 1, CompactRev: -1,
 		MaxRevsPerSync: int64(1 + r.IntN(5)), MaxRevsPerResponse: 1 + r.IntN(4), MaxWatchersPerSync: 1 + r.IntN(4)})
-	s := NewStream(StreamOptions{Sink: nopSink{}, Rev: func() int64 { return h.rev }, MaxPendingEvents: int64(1 + r.IntN(6))})
+	s := NewStream(StreamOptions{Sink: nopSink{}, Rev: func() int64 { return h.rev }, HubRev: h.Rev, MaxPendingEvents: int64(1 + r.IntN(6))})
 	defer s.Close()
 	ws := map[int64]*modelW{}
 	keys := []string{"a", "b", "c", "d"}

@@ -41,7 +41,7 @@ func (f *flaky) Records(from, to int64) iter.Seq2[journal.Record, error] {
 func direct(t *testing.T, hist History, rev int64, opts HubOptions, maxPending int64) (*Hub, *Stream) {
 	opts.History, opts.Rev, opts.CompactRev = hist, rev, -1
 	h := NewHub(opts)
-	s := NewStream(StreamOptions{Sink: nopSink{}, Rev: func() int64 { return h.rev }, MaxPendingEvents: maxPending})
+	s := NewStream(StreamOptions{Sink: nopSink{}, Rev: func() int64 { return h.rev }, HubRev: h.Rev, MaxPendingEvents: maxPending})
 	t.Cleanup(s.Close)
 	return h, s
 }

@@ -98,6 +98,7 @@ type env struct {
 	t    testing.TB
 	sys  *actor.ActorSystem
 	hist *history
+	h    *Hub
 	hub  *actor.PID
 	rev  int64
 }
@@ -120,12 +121,13 @@ func newEnv(t testing.TB, preload int, opts HubOptions) *env {
 	if opts.SyncInterval == 0 {
 		opts.SyncInterval = 10 * time.Millisecond
 	}
-	e.hub = sys.Root.Spawn(NewHub(opts).Props())
+	e.h = NewHub(opts)
+	e.hub = sys.Root.Spawn(e.h.Props())
 	return e
 }
 
 func (e *env) stream(s Sink, maxEvents int64) *Stream {
-	st := NewStream(StreamOptions{Hub: e.hub, Root: e.sys.Root, Sink: s, Rev: func() int64 { return e.rev }, MaxPendingEvents: maxEvents})
+	st := NewStream(StreamOptions{Hub: e.hub, HubRev: e.h.Rev, Root: e.sys.Root, Sink: s, Rev: func() int64 { return e.rev }, MaxPendingEvents: maxEvents})
 	go st.Run()
 	e.t.Cleanup(st.Close)
 	return st

@@ -10,20 +10,27 @@ import (
 // watcher is one watch: what it watches, how, and where it stands. Fields
 // below "hub state" belong to the hub's goroutine.
 type watcher struct {
-	id       int64
-	start    int64  // start_revision as asked (0: the next one)
-	key, end []byte // end nil: the single key; empty: every key >= key
-	noPut    bool
-	noDelete bool
-	prevKV   bool
-	progress bool
-	fragment bool
-	stream   *Stream
-	canceled atomic.Bool
+	id        int64
+	start     int64  // start_revision as asked (0: the next one)
+	key, end  []byte // end nil: the single key; empty: every key >= key
+	noPut     bool
+	noDelete  bool
+	prevKV    bool
+	progress  bool
+	fragment  bool
+	stream    *Stream
+	canceled  atomic.Bool
+	first     int64 // first revision it may be sent (start, or the next one)
+	pastStart bool  // it starts at or below the committed revision: etcd makes it unsynced at once
+
+	// Written by the hub under stream.mu, read there by the stream to
+	// answer progress requests (progress.go).
+	registered bool // the hub has it
+	synced     bool // every event of it up to the hub's revision is queued
+	behind     bool // it fell behind once (its stream refused a response)
 
 	// hub state
-	next       int64 // next revision this watcher must be sent
-	synced     bool
+	next       int64           // next revision this watcher must be sent
 	sentEvents bool            // events sent since the last progress notification
 	scratch    []*mvccpb.Event // deliverLive's events for this watcher
 
@@ -84,7 +91,7 @@ func (w *watcher) wants(ev *mvccpb.Event) bool {
 }
 
 func newWatcher(s *Stream, id int64, r *pb.WatchCreateRequest, start int64) *watcher {
-	w := &watcher{id: id, start: r.StartRevision, key: r.Key, end: r.RangeEnd, prevKV: r.PrevKv, progress: r.ProgressNotify, fragment: r.Fragment, stream: s, next: start}
+	w := &watcher{id: id, start: r.StartRevision, key: r.Key, end: r.RangeEnd, prevKV: r.PrevKv, progress: r.ProgressNotify, fragment: r.Fragment, stream: s, next: start, first: start}
 	for _, f := range r.Filters {
 		switch f {
 		case pb.WatchCreateRequest_NOPUT:
