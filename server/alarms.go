@@ -91,6 +91,15 @@ func (s *Server) Alarms() []*pb.AlarmMember {
 // member (any id, as etcd) and answers it, new or not; DEACTIVATE clears
 // one and answers it if it was raised.
 func (s *Server) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
+	if r.Action == pb.AlarmRequest_GET {
+		return s.alarm(ctx, r)
+	}
+	// The leader raises and clears them (it journals them): another
+	// member forwards the request.
+	return atLeader(s, ctx, "Alarm", r, func() (*pb.AlarmResponse, error) { return s.alarm(ctx, r) })
+}
+
+func (s *Server) alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
 	check := s.RequireAdmin
 	if r.Action == pb.AlarmRequest_GET {
 		check = s.requireUser
@@ -223,7 +232,9 @@ func (s *Server) checkQuota(req proto.Message) error {
 	}
 	// As etcd, the request is refused whether or not the alarm could be
 	// stored (raise logs a failure).
-	_, _ = s.raise(s.meta.MemberID, pb.AlarmType_NOSPACE)
+	ctx, cancel := context.WithTimeout(AsServer(context.Background()), s.requestTimeout())
+	defer cancel()
+	_, _ = s.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: s.meta.MemberID, Alarm: pb.AlarmType_NOSPACE})
 	return rpctypes.ErrGRPCNoSpace
 }
 

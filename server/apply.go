@@ -46,8 +46,12 @@ func (a *applier) Apply(ent *raftpb.Entry) (uint64, error) {
 	if proposer, seq := entryOrigin(data); proposer == s.meta.MemberID {
 		own = s.props.take(seq)
 	}
+	var attrs *raftv1.MemberAttributes
 	if own != nil {
-		b, values = own.batch, own.values
+		b, values, attrs = own.batch, own.values, own.attrs
+		if b == nil {
+			b = &sequencer.Batch{}
+		}
 	} else {
 		var err error
 		if entry, b, err = decodeEntry(data); err != nil {
@@ -57,6 +61,7 @@ func (a *applier) Apply(ent *raftpb.Entry) (uint64, error) {
 		for i, r := range entry.Records {
 			values[i] = r.Value
 		}
+		attrs = entry.Attributes
 	}
 	if n := len(b.Records); n > 0 {
 		if first, last := b.Records[0].Revision, s.committed.Load(); first != last+1 {
@@ -76,9 +81,24 @@ func (a *applier) Apply(ent *raftpb.Entry) (uint64, error) {
 	if b.SetAlarms {
 		jb.SetAlarms(b.Alarms)
 	}
+	var st *raftv1.ClusterState
+	if attrs != nil {
+		st = s.cluster.get()
+		if m := memberOf(st, attrs.MemberId); m != nil {
+			m.Name, m.ClientUrls = attrs.Name, attrs.ClientUrls
+		}
+		data, err := proto.Marshal(st)
+		if err != nil {
+			return 0, err
+		}
+		jb.SetClusterState(data)
+	}
 	jb.SetApplied(at)
 	if err := s.j.CommitApplied(jb); err != nil {
 		return 0, err
+	}
+	if st != nil {
+		s.cluster.set(st)
 	}
 	if own == nil {
 		// Decided by another leader (or by this member before it

@@ -139,6 +139,14 @@ func (s *Server) AuthEnabled() bool { return s.auth.mode.Load() != authOff }
 // verified client certificate; nil with authentication off or when neither
 // names anyone. A token that names no one is auth.ErrInvalidAuthToken.
 func (g *authGate) authInfo(ctx context.Context) (*auth.AuthInfo, error) {
+	if f := forwardedFrom(ctx); f != nil {
+		// A member forwarded the request, with its caller as it
+		// authenticated it.
+		if f.ai == nil {
+			return &auth.AuthInfo{}, nil
+		}
+		return f.ai, nil
+	}
 	ai, err := g.store.AuthInfoFromCtx(ctx)
 	if ai != nil || err != nil || !g.cn {
 		return ai, err

@@ -63,17 +63,21 @@ func (s *Server) hashPassword(password string) (string, error) {
 
 // adminChange runs change, one of the auth store's changes, for a caller
 // holding the root role, and answers its response with the header filled.
-func adminChange[Req proto.Message, Resp proto.Message](s *Server, ctx context.Context, r Req, change func(Req) (Resp, error)) (Resp, error) {
-	var resp Resp
-	err := s.change(ctx, r, func() (err error) {
-		resp, err = change(r)
-		return err
+// The leader makes every change (it journals them through its sequencer):
+// another member forwards the request, as the Server method name.
+func adminChange[Req proto.Message, Resp proto.Message](s *Server, ctx context.Context, name string, r Req, change func(Req) (Resp, error)) (Resp, error) {
+	return atLeader(s, ctx, name, r, func() (Resp, error) {
+		var resp Resp
+		err := s.change(ctx, r, func() (err error) {
+			resp, err = change(r)
+			return err
+		})
+		if err != nil {
+			var zero Resp
+			return zero, err
+		}
+		return withHeader(s, resp), nil
 	})
-	if err != nil {
-		var zero Resp
-		return zero, err
-	}
-	return withHeader(s, resp), nil
 }
 
 // withHeader sets resp's header (every etcd response has one) to the
@@ -85,13 +89,13 @@ func withHeader[T proto.Message](s *Server, resp T) T {
 }
 
 func (s *Server) AuthEnable(ctx context.Context, r *pb.AuthEnableRequest) (*pb.AuthEnableResponse, error) {
-	return adminChange(s, ctx, r, func(*pb.AuthEnableRequest) (*pb.AuthEnableResponse, error) {
+	return adminChange(s, ctx, "AuthEnable", r, func(*pb.AuthEnableRequest) (*pb.AuthEnableResponse, error) {
 		return &pb.AuthEnableResponse{}, s.auth.store.AuthEnable()
 	})
 }
 
 func (s *Server) AuthDisable(ctx context.Context, r *pb.AuthDisableRequest) (*pb.AuthDisableResponse, error) {
-	return adminChange(s, ctx, r, func(*pb.AuthDisableRequest) (*pb.AuthDisableResponse, error) {
+	return adminChange(s, ctx, "AuthDisable", r, func(*pb.AuthDisableRequest) (*pb.AuthDisableResponse, error) {
 		s.auth.store.AuthDisable()
 		return &pb.AuthDisableResponse{}, nil
 	})
@@ -143,18 +147,20 @@ func (s *Server) Authenticate(ctx context.Context, r *pb.AuthenticateRequest) (*
 
 func (s *Server) UserAdd(ctx context.Context, r *pb.AuthUserAddRequest) (*pb.AuthUserAddResponse, error) {
 	req := &pb.AuthUserAddRequest{Name: r.Name, Options: r.Options}
-	if !r.Options.GetNoPassword() {
+	if forwardedFrom(ctx) != nil {
+		req.HashedPassword = r.HashedPassword // hashed where the client sent it
+	} else if !r.Options.GetNoPassword() {
 		h, err := s.hashPassword(r.Password)
 		if err != nil {
 			return nil, err
 		}
 		req.HashedPassword = h
 	}
-	return adminChange(s, ctx, req, s.auth.store.UserAdd)
+	return adminChange(s, ctx, "UserAdd", req, s.auth.store.UserAdd)
 }
 
 func (s *Server) UserDelete(ctx context.Context, r *pb.AuthUserDeleteRequest) (*pb.AuthUserDeleteResponse, error) {
-	return adminChange(s, ctx, r, s.auth.store.UserDelete)
+	return adminChange(s, ctx, "UserDelete", r, s.auth.store.UserDelete)
 }
 
 // UserChangePassword hashes a non-empty password; an empty one keeps the
@@ -162,38 +168,38 @@ func (s *Server) UserDelete(ctx context.Context, r *pb.AuthUserDeleteRequest) (*
 // the user unable to authenticate).
 func (s *Server) UserChangePassword(ctx context.Context, r *pb.AuthUserChangePasswordRequest) (*pb.AuthUserChangePasswordResponse, error) {
 	req := &pb.AuthUserChangePasswordRequest{Name: r.Name, HashedPassword: r.HashedPassword}
-	if r.Password != "" {
+	if r.Password != "" && forwardedFrom(ctx) == nil {
 		h, err := s.hashPassword(r.Password)
 		if err != nil {
 			return nil, err
 		}
 		req.HashedPassword = h
 	}
-	return adminChange(s, ctx, req, s.auth.store.UserChangePassword)
+	return adminChange(s, ctx, "UserChangePassword", req, s.auth.store.UserChangePassword)
 }
 
 func (s *Server) UserGrantRole(ctx context.Context, r *pb.AuthUserGrantRoleRequest) (*pb.AuthUserGrantRoleResponse, error) {
-	return adminChange(s, ctx, r, s.auth.store.UserGrantRole)
+	return adminChange(s, ctx, "UserGrantRole", r, s.auth.store.UserGrantRole)
 }
 
 func (s *Server) UserRevokeRole(ctx context.Context, r *pb.AuthUserRevokeRoleRequest) (*pb.AuthUserRevokeRoleResponse, error) {
-	return adminChange(s, ctx, r, s.auth.store.UserRevokeRole)
+	return adminChange(s, ctx, "UserRevokeRole", r, s.auth.store.UserRevokeRole)
 }
 
 func (s *Server) RoleAdd(ctx context.Context, r *pb.AuthRoleAddRequest) (*pb.AuthRoleAddResponse, error) {
-	return adminChange(s, ctx, r, s.auth.store.RoleAdd)
+	return adminChange(s, ctx, "RoleAdd", r, s.auth.store.RoleAdd)
 }
 
 func (s *Server) RoleDelete(ctx context.Context, r *pb.AuthRoleDeleteRequest) (*pb.AuthRoleDeleteResponse, error) {
-	return adminChange(s, ctx, r, s.auth.store.RoleDelete)
+	return adminChange(s, ctx, "RoleDelete", r, s.auth.store.RoleDelete)
 }
 
 func (s *Server) RoleGrantPermission(ctx context.Context, r *pb.AuthRoleGrantPermissionRequest) (*pb.AuthRoleGrantPermissionResponse, error) {
-	return adminChange(s, ctx, r, s.auth.store.RoleGrantPermission)
+	return adminChange(s, ctx, "RoleGrantPermission", r, s.auth.store.RoleGrantPermission)
 }
 
 func (s *Server) RoleRevokePermission(ctx context.Context, r *pb.AuthRoleRevokePermissionRequest) (*pb.AuthRoleRevokePermissionResponse, error) {
-	return adminChange(s, ctx, r, s.auth.store.RoleRevokePermission)
+	return adminChange(s, ctx, "RoleRevokePermission", r, s.auth.store.RoleRevokePermission)
 }
 
 func (s *Server) UserList(ctx context.Context, r *pb.AuthUserListRequest) (*pb.AuthUserListResponse, error) {

@@ -306,22 +306,41 @@ func (s *Server) send(ctx context.Context, cmd *sequencer.Command) (proto.Messag
 	}
 	w := replies.Get().(*reply)
 	cmd.Reply = w.send
-	for {
-		if err := s.route(ctx); err != nil {
-			return nil, err
-		}
-		s.seq.Send(cmd)
-		select {
-		case o := <-w.ch:
-			if errors.Is(o.Err, sequencer.ErrNotLeader) {
-				continue // decided nothing: to the leader it goes
+	return atLeader(s, ctx, forwardName(cmd.Req), cmd.Req, func() (proto.Message, error) {
+		for s.lead.ready() {
+			s.seq.Send(cmd)
+			select {
+			case o := <-w.ch:
+				if errors.Is(o.Err, sequencer.ErrNotLeader) {
+					continue // decided nothing: to the leader it goes
+				}
+				replies.Put(w) // answered: nothing else will arrive on it
+				return s.answer(o)
+			case <-ctx.Done():
+				return nil, toStatus(ctx.Err())
 			}
-			replies.Put(w) // answered: nothing else will arrive on it
-			return s.answer(o)
-		case <-ctx.Done():
-			return nil, toStatus(ctx.Err())
 		}
+		return nil, errNotLeaderHere
+	})
+}
+
+// forwardName is the Server method a write goes to the leader as.
+func forwardName(req proto.Message) string {
+	switch req.(type) {
+	case *pb.PutRequest:
+		return "Put"
+	case *pb.DeleteRangeRequest:
+		return "DeleteRange"
+	case *pb.TxnRequest:
+		return "Txn"
+	case *pb.CompactionRequest:
+		return "Compact"
+	case *pb.LeaseGrantRequest:
+		return "LeaseGrant"
+	case *pb.LeaseRevokeRequest:
+		return "LeaseRevoke"
 	}
+	panic(fmt.Sprintf("server: %T is not a write", req))
 }
 
 // answer turns a write's applied outcome into its response, header

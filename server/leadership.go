@@ -133,32 +133,6 @@ func idString(id uint64) string {
 	return strconv.FormatUint(id, 16)
 }
 
-// route returns once this member's sequencer decides, or fails with
-// etcd's errors: the request timed out waiting for a leader, or the
-// caller went away.
-func (s *Server) route(ctx context.Context) error {
-	_, ready, changed := s.lead.state()
-	if ready {
-		return nil
-	}
-	timeout := time.NewTimer(s.requestTimeout())
-	defer timeout.Stop()
-	for {
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return toStatus(ctx.Err())
-		case <-timeout.C:
-			return rpctypes.ErrGRPCTimeout
-		case <-s.closing:
-			return rpctypes.ErrGRPCStopped
-		}
-		if _, ready, changed = s.lead.state(); ready {
-			return nil
-		}
-	}
-}
-
 // outcomeErr is the error a client gets for a sequencer's refusal: a
 // proposal lost to a leader change is what etcd answers for a write whose
 // leader failed (which it says when its wait times out); a member that

@@ -145,6 +145,11 @@ func (s *Server) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb
 // authentication on, the caller needs write permission on the lease's keys;
 // an error ends etcd's stream.
 func (s *Server) LeaseKeepAliveOnce(ctx context.Context, r *pb.LeaseKeepAliveRequest) (*pb.LeaseKeepAliveResponse, error) {
+	// Only the leader keeps deadlines: another member forwards it.
+	return atLeader(s, ctx, "LeaseKeepAliveOnce", r, func() (*pb.LeaseKeepAliveResponse, error) { return s.renew(ctx, r) })
+}
+
+func (s *Server) renew(ctx context.Context, r *pb.LeaseKeepAliveRequest) (*pb.LeaseKeepAliveResponse, error) {
 	ai, err := s.caller(ctx)
 	if err != nil {
 		return nil, err
@@ -166,6 +171,12 @@ func (s *Server) LeaseKeepAliveOnce(ctx context.Context, r *pb.LeaseKeepAliveReq
 
 // LeaseTimeToLive describes a lease; an unknown one answers TTL -1.
 func (s *Server) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
+	// The leader's deadlines are the ones that count: another member
+	// forwards it, as etcd's do.
+	return atLeader(s, ctx, "LeaseTimeToLive", r, func() (*pb.LeaseTimeToLiveResponse, error) { return s.timeToLive(ctx, r) })
+}
+
+func (s *Server) timeToLive(ctx context.Context, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
 	if err := s.requireUser(ctx); err != nil {
 		return nil, err
 	}

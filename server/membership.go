@@ -74,3 +74,13 @@ func (m *memberSet) onlyVoter(id uint64) bool {
 	v := m.state.GetConfState().GetVoters()
 	return len(v) == 1 && v[0] == id
 }
+
+// memberOf returns member id of st, or nil.
+func memberOf(st *raftv1.ClusterState, id uint64) *raftv1.Member {
+	for _, m := range st.Members {
+		if m.Id == id {
+			return m
+		}
+	}
+	return nil
+}

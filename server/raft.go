@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/client/pkg/v3/types"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/rafthttp"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/snap"
@@ -162,6 +163,11 @@ func (s *Server) startRaft() error {
 		ErrorC:      make(chan error, 1),
 	}
 	s.peers = &peerTransport{}
+	rt, err := transport.NewTransport(co.PeerTLS, tr.DialTimeout)
+	if err != nil {
+		return fmt.Errorf("server: peer TLS: %w", err)
+	}
+	s.peerClient = &http.Client{Transport: rt}
 	node, _, err := raftnode.Start(raftnode.Options{
 		ID:                     id,
 		WALDir:                 walDir,
@@ -202,9 +208,13 @@ func (s *Server) startRaft() error {
 	return nil
 }
 
-// PeerHandler serves the peer URLs: raft's transport (etcd's rafthttp).
+// PeerHandler serves the peer URLs: raft's transport (etcd's rafthttp),
+// and the requests other members forward to this one when it leads.
 func (s *Server) PeerHandler() http.Handler {
-	return s.peers.tr.Load().Handler()
+	mux := http.NewServeMux()
+	mux.Handle("/", s.peers.tr.Load().Handler())
+	mux.HandleFunc(forwardPath, s.serveForward)
+	return mux
 }
 
 // peerTransport hands raft's messages to rafthttp once it runs.

@@ -6,8 +6,10 @@ import (
 	"sync"
 
 	"go.etcd.io/raft/v3"
+	"google.golang.org/protobuf/proto"
 
 	"revd/actors/sequencer"
+	raftv1 "revd/protos/revd/raft/v1"
 )
 
 // proposals is the sequencer's Log in a cluster: a batch becomes one raft
@@ -25,9 +27,10 @@ type proposals struct {
 }
 
 type proposal struct {
-	batch  *sequencer.Batch
-	values [][]byte // the records' encoded values, as journaled
-	term   uint64   // the term it was proposed in
+	batch  *sequencer.Batch // nil for a proposal of attributes
+	values [][]byte         // the records' encoded values, as journaled
+	attrs  *raftv1.MemberAttributes
+	term   uint64 // the term it was proposed in
 	done   chan error
 }
 
@@ -37,16 +40,35 @@ func newProposals(s *Server) *proposals {
 
 // Append proposes b and waits until this member applied it.
 func (l *proposals) Append(b *sequencer.Batch) error {
-	s := l.s
-	l.mu.Lock()
-	l.next++
-	seq := l.next
-	l.mu.Unlock()
-	data, values, err := encodeEntry(s.meta.MemberID, seq, b)
+	seq := l.seq()
+	data, values, err := encodeEntry(l.s.meta.MemberID, seq, b)
 	if err != nil {
 		return err
 	}
-	p := &proposal{batch: b, values: values, term: s.raft.Term(), done: make(chan error, 1)}
+	return l.propose(seq, data, &proposal{batch: b, values: values})
+}
+
+// publish proposes a member's attributes and waits until this member
+// applied them.
+func (l *proposals) publish(a *raftv1.MemberAttributes) error {
+	seq := l.seq()
+	data, err := proto.Marshal(&raftv1.Entry{Proposer: l.s.meta.MemberID, Proposal: seq, Attributes: a})
+	if err != nil {
+		return err
+	}
+	return l.propose(seq, data, &proposal{attrs: a})
+}
+
+func (l *proposals) seq() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.next++
+	return l.next
+}
+
+func (l *proposals) propose(seq uint64, data []byte, p *proposal) error {
+	s := l.s
+	p.term, p.done = s.raft.Term(), make(chan error, 1)
 	l.mu.Lock()
 	l.waiting[seq] = p
 	l.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,11 +46,12 @@ type Server struct {
 
 	// The member's raft: the log, the peers, the leader, the proposals
 	// waiting to be applied, the members (raft.go, leadership.go).
-	raft    *raftnode.Node
-	peers   *peerTransport
-	lead    leadership
-	props   *proposals
-	cluster *memberSet
+	raft       *raftnode.Node
+	peers      *peerTransport
+	peerClient *http.Client // to forward requests to the leader
+	lead       leadership
+	props      *proposals
+	cluster    *memberSet
 
 	hub         *watch.HubRef
 	watchBudget *watch.Budget
@@ -158,6 +160,7 @@ func New(opts Options) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
+	go s.publishMember()
 	if s.cluster.onlyVoter(s.meta.MemberID) {
 		// A one-member cluster elects itself at once; it is ready to
 		// serve when New returns.

@@ -693,6 +693,168 @@ func (x *ClusterState) GetConfState() *raftpb.ConfState {
 	return nil
 }
 
+// ForwardRequest is a request a member hands to the leader over the peer
+// URLs (POST /revd/v1/forward): one only the leader carries out (a write,
+// a lease's keep-alive, an auth or membership change), with its caller as
+// the forwarding member authenticated it.
+type ForwardRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// method is the Server method, e.g. "Put"; request its request message.
+	Method  string `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	Request []byte `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	// The caller: internal for the member itself; otherwise authenticated
+	// tells whether authentication named a user (user, auth_revision).
+	Internal      bool   `protobuf:"varint,3,opt,name=internal,proto3" json:"internal,omitempty"`
+	Authenticated bool   `protobuf:"varint,4,opt,name=authenticated,proto3" json:"authenticated,omitempty"`
+	User          string `protobuf:"bytes,5,opt,name=user,proto3" json:"user,omitempty"`
+	AuthRevision  uint64 `protobuf:"varint,6,opt,name=auth_revision,json=authRevision,proto3" json:"auth_revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardRequest) Reset() {
+	*x = ForwardRequest{}
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardRequest) ProtoMessage() {}
+
+func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardRequest.ProtoReflect.Descriptor instead.
+func (*ForwardRequest) Descriptor() ([]byte, []int) {
+	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ForwardRequest) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *ForwardRequest) GetRequest() []byte {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *ForwardRequest) GetInternal() bool {
+	if x != nil {
+		return x.Internal
+	}
+	return false
+}
+
+func (x *ForwardRequest) GetAuthenticated() bool {
+	if x != nil {
+		return x.Authenticated
+	}
+	return false
+}
+
+func (x *ForwardRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *ForwardRequest) GetAuthRevision() uint64 {
+	if x != nil {
+		return x.AuthRevision
+	}
+	return 0
+}
+
+// ForwardResponse is the leader's answer: the response, or a gRPC status
+// (code and message), and the leader's applied index once it answered,
+// which the forwarding member applies before it answers in turn.
+type ForwardResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Response      []byte                 `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	Code          uint32                 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	AppliedIndex  uint64                 `protobuf:"varint,4,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardResponse) Reset() {
+	*x = ForwardResponse{}
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardResponse) ProtoMessage() {}
+
+func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardResponse.ProtoReflect.Descriptor instead.
+func (*ForwardResponse) Descriptor() ([]byte, []int) {
+	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ForwardResponse) GetResponse() []byte {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *ForwardResponse) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *ForwardResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ForwardResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
 var File_revd_raft_v1_entry_proto protoreflect.FileDescriptor
 
 const file_revd_raft_v1_entry_proto_rawDesc = "" +
@@ -755,7 +917,19 @@ const file_revd_raft_v1_entry_proto_rawDesc = "" +
 	"\amembers\x18\x01 \x03(\v2\x14.revd.raft.v1.MemberR\amembers\x12\x18\n" +
 	"\aremoved\x18\x02 \x03(\x04R\aremoved\x120\n" +
 	"\n" +
-	"conf_state\x18\x03 \x01(\v2\x11.raftpb.ConfStateR\tconfStateB!Z\x1frevd/protos/revd/raft/v1;raftv1b\x06proto3"
+	"conf_state\x18\x03 \x01(\v2\x11.raftpb.ConfStateR\tconfState\"\xbd\x01\n" +
+	"\x0eForwardRequest\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\tR\x06method\x12\x18\n" +
+	"\arequest\x18\x02 \x01(\fR\arequest\x12\x1a\n" +
+	"\binternal\x18\x03 \x01(\bR\binternal\x12$\n" +
+	"\rauthenticated\x18\x04 \x01(\bR\rauthenticated\x12\x12\n" +
+	"\x04user\x18\x05 \x01(\tR\x04user\x12#\n" +
+	"\rauth_revision\x18\x06 \x01(\x04R\fauthRevision\"\x80\x01\n" +
+	"\x0fForwardResponse\x12\x1a\n" +
+	"\bresponse\x18\x01 \x01(\fR\bresponse\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12#\n" +
+	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndexB!Z\x1frevd/protos/revd/raft/v1;raftv1b\x06proto3"
 
 var (
 	file_revd_raft_v1_entry_proto_rawDescOnce sync.Once
@@ -769,7 +943,7 @@ func file_revd_raft_v1_entry_proto_rawDescGZIP() []byte {
 	return file_revd_raft_v1_entry_proto_rawDescData
 }
 
-var file_revd_raft_v1_entry_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_revd_raft_v1_entry_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_revd_raft_v1_entry_proto_goTypes = []any{
 	(*Entry)(nil),            // 0: revd.raft.v1.Entry
 	(*Record)(nil),           // 1: revd.raft.v1.Record
@@ -779,9 +953,11 @@ var file_revd_raft_v1_entry_proto_goTypes = []any{
 	(*MemberAttributes)(nil), // 5: revd.raft.v1.MemberAttributes
 	(*Member)(nil),           // 6: revd.raft.v1.Member
 	(*ClusterState)(nil),     // 7: revd.raft.v1.ClusterState
-	(*authpb.User)(nil),      // 8: authpb.User
-	(*authpb.Role)(nil),      // 9: authpb.Role
-	(*raftpb.ConfState)(nil), // 10: raftpb.ConfState
+	(*ForwardRequest)(nil),   // 8: revd.raft.v1.ForwardRequest
+	(*ForwardResponse)(nil),  // 9: revd.raft.v1.ForwardResponse
+	(*authpb.User)(nil),      // 10: authpb.User
+	(*authpb.Role)(nil),      // 11: authpb.Role
+	(*raftpb.ConfState)(nil), // 12: raftpb.ConfState
 }
 var file_revd_raft_v1_entry_proto_depIdxs = []int32{
 	1,  // 0: revd.raft.v1.Entry.records:type_name -> revd.raft.v1.Record
@@ -789,10 +965,10 @@ var file_revd_raft_v1_entry_proto_depIdxs = []int32{
 	3,  // 2: revd.raft.v1.Entry.auth:type_name -> revd.raft.v1.AuthChange
 	4,  // 3: revd.raft.v1.Entry.alarms:type_name -> revd.raft.v1.Alarm
 	5,  // 4: revd.raft.v1.Entry.attributes:type_name -> revd.raft.v1.MemberAttributes
-	8,  // 5: revd.raft.v1.AuthChange.put_user:type_name -> authpb.User
-	9,  // 6: revd.raft.v1.AuthChange.put_role:type_name -> authpb.Role
+	10, // 5: revd.raft.v1.AuthChange.put_user:type_name -> authpb.User
+	11, // 6: revd.raft.v1.AuthChange.put_role:type_name -> authpb.Role
 	6,  // 7: revd.raft.v1.ClusterState.members:type_name -> revd.raft.v1.Member
-	10, // 8: revd.raft.v1.ClusterState.conf_state:type_name -> raftpb.ConfState
+	12, // 8: revd.raft.v1.ClusterState.conf_state:type_name -> raftpb.ConfState
 	9,  // [9:9] is the sub-list for method output_type
 	9,  // [9:9] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
@@ -819,7 +995,7 @@ func file_revd_raft_v1_entry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_revd_raft_v1_entry_proto_rawDesc), len(file_revd_raft_v1_entry_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,323 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/client/pkg/v3/types"
+	"go.etcd.io/etcd/server/v3/auth"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	raftv1 "revd/protos/revd/raft/v1"
+)
+
+// Forwarding: only the leader's sequencer decides, and only the leader
+// keeps lease deadlines, so a member that does not lead hands such
+// requests to the one that does, over the peer URLs, as etcd's followers
+// hand their proposals and keep-alives to their leader. The request goes
+// with its caller as this member authenticated it; the leader carries it
+// out as that caller (its checks run again there) and answers with its
+// applied index, which this member applies before it answers: a client
+// reads its own write on the member it wrote through.
+
+const (
+	forwardPath = "/revd/v1/forward"
+	// headerClusterID and headerFrom are rafthttp's headers: the cluster
+	// and the sending member.
+	headerClusterID = "X-Etcd-Cluster-ID"
+	headerFrom      = "X-Server-From"
+	// statusNotLeader answers a forwarded request at a member that does
+	// not lead (any more): nothing was done, the sender tries again.
+	statusNotLeader = http.StatusMisdirectedRequest
+)
+
+// forwarded marks a request a member forwarded: its caller.
+type forwarded struct {
+	internal bool
+	ai       *auth.AuthInfo // nil: authentication was off
+}
+
+type forwardedKey struct{}
+
+func forwardedFrom(ctx context.Context) *forwarded {
+	f, _ := ctx.Value(forwardedKey{}).(*forwarded)
+	return f
+}
+
+// errNotLeaderHere ends a forwarded request at a member that does not
+// lead: the forwarding member tries again, at the leader.
+var errNotLeaderHere = errors.New("server: this member does not lead")
+
+// errLeaderUnreachable: the leader could not be reached, and nothing was
+// sent; the forwarding member tries again shortly.
+var errLeaderUnreachable = errors.New("server: the leader cannot be reached")
+
+// forwardMethods are the requests a member forwards, by the Server method
+// the leader runs (set in init: the methods forward, through this map).
+var forwardMethods map[string]forwardMethod
+
+func init() {
+	forwardMethods = map[string]forwardMethod{
+		"Put":                  method((*Server).Put),
+		"DeleteRange":          method((*Server).DeleteRange),
+		"Txn":                  method((*Server).Txn),
+		"Compact":              method((*Server).Compact),
+		"LeaseGrant":           method((*Server).LeaseGrant),
+		"LeaseRevoke":          method((*Server).LeaseRevoke),
+		"LeaseKeepAliveOnce":   method((*Server).LeaseKeepAliveOnce),
+		"LeaseTimeToLive":      method((*Server).LeaseTimeToLive),
+		"LeaseLeases":          method((*Server).LeaseLeases),
+		"Alarm":                method((*Server).Alarm),
+		"AuthEnable":           method((*Server).AuthEnable),
+		"AuthDisable":          method((*Server).AuthDisable),
+		"UserAdd":              method((*Server).UserAdd),
+		"UserDelete":           method((*Server).UserDelete),
+		"UserChangePassword":   method((*Server).UserChangePassword),
+		"UserGrantRole":        method((*Server).UserGrantRole),
+		"UserRevokeRole":       method((*Server).UserRevokeRole),
+		"RoleAdd":              method((*Server).RoleAdd),
+		"RoleDelete":           method((*Server).RoleDelete),
+		"RoleGrantPermission":  method((*Server).RoleGrantPermission),
+		"RoleRevokePermission": method((*Server).RoleRevokePermission),
+		"MemberAdd":            method((*Server).MemberAdd),
+		"MemberRemove":         method((*Server).MemberRemove),
+		"MemberUpdate":         method((*Server).MemberUpdate),
+		"MemberPromote":        method((*Server).MemberPromote),
+		"publishAttributes":    method((*Server).publishAttributes),
+	}
+}
+
+type forwardMethod struct {
+	call    func(s *Server, ctx context.Context, req []byte) (proto.Message, error)
+	newResp func() proto.Message
+}
+
+func method[Req any, Resp any, PReq interface {
+	*Req
+	proto.Message
+}, PResp interface {
+	*Resp
+	proto.Message
+}](m func(*Server, context.Context, PReq) (PResp, error)) forwardMethod {
+	return forwardMethod{
+		call: func(s *Server, ctx context.Context, data []byte) (proto.Message, error) {
+			req := PReq(new(Req))
+			if err := proto.Unmarshal(data, req); err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "server: forwarded request: %v", err)
+			}
+			resp, err := m(s, ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			return resp, nil
+		},
+		newResp: func() proto.Message { return PResp(new(Resp)) },
+	}
+}
+
+// atLeader runs a request only the leader carries out: here, when this
+// member's sequencer decides (or the request was forwarded here), at the
+// leader otherwise, waiting up to etcd's request timeout for one.
+func atLeader[Req proto.Message, Resp proto.Message](s *Server, ctx context.Context, name string, req Req, local func() (Resp, error)) (Resp, error) {
+	var zero Resp
+	timeout := time.NewTimer(s.requestTimeout())
+	defer timeout.Stop()
+	for {
+		lead, ready, changed := s.lead.state()
+		switch {
+		case forwardedFrom(ctx) != nil:
+			return local() // errNotLeaderHere sends it back to try again
+		case ready:
+			resp, err := local()
+			if !errors.Is(err, errNotLeaderHere) {
+				return resp, err
+			}
+		case lead != 0 && lead != s.meta.MemberID:
+			resp, err := s.forwardTo(ctx, lead, name, req)
+			switch {
+			case errors.Is(err, errLeaderUnreachable), errors.Is(err, errNotLeaderHere):
+				// Gone, or elected and not yet ready (or no longer
+				// leading): its state is not this member's to watch.
+				changed = anyOf(changed, time.After(forwardRetry))
+			case err != nil:
+				return zero, err
+			default:
+				return resp.(Resp), nil
+			}
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return zero, toStatus(ctx.Err())
+		case <-timeout.C:
+			return zero, rpctypes.ErrGRPCTimeout
+		case <-s.closing:
+			return zero, rpctypes.ErrGRPCStopped
+		}
+	}
+}
+
+// forwardRetry is how long a member waits before it tries again to reach
+// a leader it could not connect to.
+const forwardRetry = 50 * time.Millisecond
+
+// anyOf returns a channel closed when a is closed or b delivers.
+func anyOf(a <-chan struct{}, b <-chan time.Time) <-chan struct{} {
+	c := make(chan struct{})
+	go func() {
+		select {
+		case <-a:
+		case <-b:
+		}
+		close(c)
+	}()
+	return c
+}
+
+// forwardTo hands req to the leader lead as method name and returns its
+// response once this member applied what the leader had. It returns
+// errNotLeaderHere when lead does not lead (nothing was done there), or
+// could not be reached before anything was sent.
+func (s *Server) forwardTo(ctx context.Context, lead uint64, name string, req proto.Message) (proto.Message, error) {
+	m := s.cluster.member(lead)
+	if m == nil || len(m.PeerUrls) == 0 {
+		return nil, errNotLeaderHere
+	}
+	fr := &raftv1.ForwardRequest{Method: name}
+	var err error
+	if fr.Request, err = proto.Marshal(req); err != nil {
+		return nil, err
+	}
+	if ctx.Value(internalKey{}) != nil {
+		fr.Internal = true
+	} else if ai, err := s.caller(ctx); err != nil {
+		return nil, err
+	} else if ai != nil {
+		fr.Authenticated, fr.User, fr.AuthRevision = true, ai.Username, ai.Revision
+	}
+	body, err := proto.Marshal(fr)
+	if err != nil {
+		return nil, err
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, m.PeerUrls[0]+forwardPath, bytes.NewReader(body))
+	if err != nil {
+		return nil, errNotLeaderHere
+	}
+	hreq.Header.Set("Content-Type", "application/protobuf")
+	hreq.Header.Set(headerClusterID, types.ID(s.meta.ClusterID).String())
+	hreq.Header.Set(headerFrom, types.ID(s.meta.MemberID).String())
+	hresp, err := s.peerClient.Do(hreq)
+	if err != nil {
+		var op *net.OpError
+		switch {
+		case ctx.Err() != nil:
+			return nil, toStatus(ctx.Err())
+		case errors.As(err, &op) && op.Op == "dial":
+			// Nothing was sent: the leader is gone (or not yet
+			// reachable). Wait for raft to tell.
+			return nil, errLeaderUnreachable
+		}
+		// Whether the leader got it is unknown: etcd's answer.
+		return nil, rpctypes.ErrGRPCTimeoutDueToConnectionLost
+	}
+	defer hresp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(hresp.Body, int64(s.opts.MaxRequestBytes)+64<<20))
+	if err != nil {
+		return nil, rpctypes.ErrGRPCTimeoutDueToConnectionLost
+	}
+	switch hresp.StatusCode {
+	case http.StatusOK:
+	case statusNotLeader:
+		return nil, errNotLeaderHere
+	default:
+		return nil, status.Errorf(codes.Unavailable, "server: the leader refused a forwarded request: %s: %s", hresp.Status, bytes.TrimSpace(data))
+	}
+	out := new(raftv1.ForwardResponse)
+	if err := proto.Unmarshal(data, out); err != nil {
+		return nil, status.Errorf(codes.Internal, "server: the leader's answer: %v", err)
+	}
+	if err := s.raft.WaitApplied(ctx, out.AppliedIndex); err != nil {
+		return nil, toStatus(err)
+	}
+	if out.Code != 0 {
+		return nil, status.Error(codes.Code(out.Code), out.Message)
+	}
+	resp := forwardMethods[name].newResp()
+	if err := proto.Unmarshal(out.Response, resp); err != nil {
+		return nil, status.Errorf(codes.Internal, "server: the leader's answer: %v", err)
+	}
+	// The header is this member's, as a client of it expects.
+	if h := header(resp); h != nil {
+		s.fill(h)
+	}
+	return resp, nil
+}
+
+// serveForward is the leader's end of forwarding.
+func (s *Server) serveForward(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if r.Header.Get(headerClusterID) != types.ID(s.meta.ClusterID).String() {
+		http.Error(w, "cluster ID mismatch", http.StatusPreconditionFailed)
+		return
+	}
+	from, err := strconv.ParseUint(r.Header.Get(headerFrom), 16, 64)
+	if err != nil || s.cluster.member(from) == nil {
+		http.Error(w, "not a member of this cluster", http.StatusForbidden)
+		return
+	}
+	data, err := io.ReadAll(io.LimitReader(r.Body, int64(s.opts.MaxRequestBytes)+grpcOverheadBytes))
+	if err != nil {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	fr := new(raftv1.ForwardRequest)
+	if err := proto.Unmarshal(data, fr); err != nil {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	m, ok := forwardMethods[fr.Method]
+	if !ok {
+		http.Error(w, fmt.Sprintf("unknown method %q", fr.Method), http.StatusBadRequest)
+		return
+	}
+	if !s.lead.ready() {
+		w.WriteHeader(statusNotLeader)
+		return
+	}
+	f := &forwarded{internal: fr.Internal}
+	ctx := r.Context()
+	if fr.Internal {
+		ctx = AsServer(ctx)
+	} else if fr.Authenticated {
+		f.ai = &auth.AuthInfo{Username: fr.User, Revision: fr.AuthRevision}
+	}
+	resp, err := m.call(s, context.WithValue(ctx, forwardedKey{}, f), fr.Request)
+	if errors.Is(err, errNotLeaderHere) {
+		w.WriteHeader(statusNotLeader)
+		return
+	}
+	out := &raftv1.ForwardResponse{AppliedIndex: s.raft.AppliedIndex()}
+	if err != nil {
+		st := status.Convert(err)
+		out.Code, out.Message = uint32(st.Code()), st.Message()
+	} else if out.Response, err = proto.Marshal(resp); err != nil {
+		out.Code, out.Message = uint32(codes.Internal), err.Error()
+	}
+	body, _ := proto.Marshal(out)
+	w.Header().Set("Content-Type", "application/protobuf")
+	_, _ = w.Write(body)
+}
