@@ -149,6 +149,12 @@ func (j *Journal) Meta() Meta { return j.meta }
 // Fold makes chunks durable.
 func (j *Journal) BaseRev() int64 { return j.baseRev.Load() }
 
+// LastRev is the newest revision committed (1 for a fresh store).
+func (j *Journal) LastRev() int64 { return j.lastRev.Load() }
+
+// CompactRev is the newest compaction committed (0 if none).
+func (j *Journal) CompactRev() int64 { return j.compactRev.Load() }
+
 // Size returns the bytes the store occupies on disk, from Pebble's metrics
 // (tables, write-ahead logs, manifest), or 0 once the Journal is closed.
 func (j *Journal) Size() int64 {

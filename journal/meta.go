@@ -27,8 +27,16 @@ func startMeta(db *pebble.DB, clusterID, memberID uint64) (Meta, error) {
 	if !found {
 		return initMeta(db, clusterID, memberID)
 	}
-	m, err := readMeta(db)
-	if err != nil {
+	var m Meta
+	if _, closer, err := db.Get(keyInstalling); err == nil {
+		// An interrupted Install: only the identity is whole, and the
+		// server installs the snapshot again before it reads anything.
+		closer.Close()
+		m, err = readIdentity(db)
+		if err != nil {
+			return Meta{}, err
+		}
+	} else if m, err = readMeta(db); err != nil {
 		return Meta{}, err
 	}
 	m.Term++
@@ -89,6 +97,26 @@ func setMeta(b *pebble.Batch, m Meta) error {
 		}
 	}
 	return nil
+}
+
+// readIdentity reads the meta keys Install keeps: an interrupted install
+// leaves nothing else to read. The store is empty as far as revisions go.
+func readIdentity(db *pebble.DB) (Meta, error) {
+	m := Meta{LastRev: 1}
+	for _, f := range []struct {
+		k []byte
+		v *uint64
+	}{{keyClusterID, &m.ClusterID}, {keyMemberID, &m.MemberID}, {keyTerm, &m.Term}} {
+		v, found, err := getUint64(db, f.k)
+		if err != nil {
+			return Meta{}, err
+		}
+		if !found {
+			return Meta{}, fmt.Errorf("%w: meta key %s is missing", ErrCorrupt, f.k)
+		}
+		*f.v = v
+	}
+	return m, nil
 }
 
 // readMeta reads and checks the meta keys and the newest record.

@@ -121,6 +121,10 @@ func openReadOnly(dir string, opts Options) (*Journal, error) {
 	return j, nil
 }
 
+// Exists reports whether dir holds a journal (a Pebble store), so that
+// Open would open rather than create one.
+func Exists(dir string) bool { return hasPebbleStore(dir) }
+
 // hasPebbleStore says whether dir has a Pebble manifest marker (current
 // stores) or a CURRENT file (old ones).
 func hasPebbleStore(dir string) bool {

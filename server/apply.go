@@ -142,16 +142,23 @@ func entryOrigin(data []byte) (proposer, proposal uint64) {
 	return
 }
 
-// ApplyConfChange records a membership change raft has taken.
-func (a *applier) ApplyConfChange(ent *raftpb.Entry, cc raftpb.ConfChangeI, cs *raftpb.ConfState) error {
+// ApplyConfChange records a membership change raft has taken (or refused,
+// see CheckConfChange), and answers the member that proposed it.
+func (a *applier) ApplyConfChange(ent *raftpb.Entry, cci raftpb.ConfChangeI, cs *raftpb.ConfState, refused error) error {
 	s := (*Server)(a)
 	at := journal.Applied{Index: ent.GetIndex(), Term: ent.GetTerm()}
 	s.props.lostBefore(at.Term)
+	mc := new(raftv1.MemberChange)
+	if ctx := cci.AsV2().GetContext(); len(ctx) > 0 {
+		if err := proto.Unmarshal(ctx, mc); err != nil {
+			return fmt.Errorf("server: bad membership change: %w", err)
+		}
+	}
 	st := s.cluster.get()
 	st.ConfState = cs
-	changed, err := s.changeMembers(st, cc)
-	if err != nil {
-		return err
+	changed := func() {}
+	if refused == nil {
+		changed = s.changeMembers(st, cci, mc.Member)
 	}
 	data, err := proto.Marshal(st)
 	if err != nil {
@@ -166,6 +173,14 @@ func (a *applier) ApplyConfChange(ent *raftpb.Entry, cc raftpb.ConfChangeI, cs *
 	s.cluster.set(st)
 	changed()
 	s.applied(at)
+	if mc.Proposer == s.meta.MemberID {
+		if p := s.props.take(mc.Proposal); p != nil {
+			p.done <- refused
+		}
+	}
+	if refused == nil {
+		s.log.Info("membership changed", "change", cci.AsV2().String(), "voters", cs.GetVoters(), "learners", cs.GetLearners())
+	}
 	return nil
 }
 

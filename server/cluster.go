@@ -2,6 +2,12 @@ package server
 
 import (
 	"context"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
+	"go.etcd.io/raft/v3/raftpb"
+
+	raftv1 "revd/protos/revd/raft/v1"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -10,32 +16,15 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// The Cluster service of a revd server: a cluster of one member, this one,
-// that never changes. revd has no peers, so the member has no peer URLs;
-// its client URLs are Options.ClientURLs.
-//
-// Requests that name another member, or that etcd refuses on a one-member
-// cluster, get etcd's answers:
-//
-//	MemberList                 the member
-//	MemberRemove, MemberUpdate, MemberPromote of an unknown id
-//	                           "etcdserver: member not found"
-//	MemberRemove of this member
-//	                           "etcdserver: re-configuration failed due to
-//	                           not enough started members", code Unknown
-//	                           (etcd keeps its last voting member)
-//	MemberPromote of this member
-//	                           "etcdserver: can only promote a learner member"
-//	MemberAdd with bad peer URLs
-//	                           "etcdserver: given member URLs are invalid"
-//
-// What etcd would carry out and revd cannot (adding a member, changing this
-// member's peer URLs) is refused with ErrMembershipFixed, and changes
-// nothing.
-
-// ErrMembershipFixed answers the membership changes revd cannot make.
-var ErrMembershipFixed = status.Error(codes.Unimplemented,
-	"revd: the cluster is this one member and its membership cannot change (revd has no peers)")
+// The Cluster service: the members as this member applied them, and the
+// changes etcd makes, as etcd makes them. A change goes through raft's log
+// as a membership change (ConfChangeV2, its context the member it adds or
+// updates), which the leader proposes (another member forwards the
+// request), and is answered once this member applied it. The checks are
+// etcd's: --strict-reconfig-check's (started members, connected peers),
+// --max-learners, a learner promoted only once in sync with the leader,
+// and, when the change is applied, the ones every member makes the same way
+// (an id or a peer URL taken, an id unknown or removed).
 
 // clusterHeader is the header of Cluster answers: like etcd's, the cluster
 // and member ids and the term, no revision.
@@ -67,66 +56,117 @@ func (s *Server) MemberList(ctx context.Context, _ *pb.MemberListRequest) (*pb.M
 	return &pb.MemberListResponse{Header: s.clusterHeader(), Members: s.members()}, nil
 }
 
-// MemberAdd answers Cluster.MemberAdd: bad peer URLs get etcd's error,
-// good ones ErrMembershipFixed.
+// MemberAdd adds a member (a learner with IsLearner), which then starts with
+// --initial-cluster-state existing.
 func (s *Server) MemberAdd(ctx context.Context, r *pb.MemberAddRequest) (*pb.MemberAddResponse, error) {
-	if _, err := types.NewURLs(r.PeerURLs); err != nil { // etcd's check
+	urls, err := types.NewURLs(r.PeerURLs)
+	if err != nil { // etcd's check
 		return nil, rpctypes.ErrGRPCMemberBadURLs
 	}
 	if err := s.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	return nil, ErrMembershipFixed
+	return atLeader(s, ctx, "MemberAdd", r, func() (*pb.MemberAddResponse, error) {
+		if err := s.mayAddMember(r.IsLearner); err != nil {
+			return nil, err
+		}
+		now := time.Now()
+		m := membership.NewMember("", urls, s.opts.Cluster.Token, &now)
+		add := &raftv1.Member{Id: uint64(m.ID), PeerUrls: m.PeerURLs, IsLearner: r.IsLearner}
+		typ := raftpb.ConfChangeAddNode
+		if r.IsLearner {
+			typ = raftpb.ConfChangeAddLearnerNode
+		}
+		if err := s.changeMembership(ctx, typ, add.Id, add); err != nil {
+			return nil, err
+		}
+		return &pb.MemberAddResponse{Header: s.clusterHeader(), Members: s.members(),
+			Member: &pb.Member{ID: add.Id, PeerURLs: add.PeerUrls, IsLearner: add.IsLearner}}, nil
+	})
 }
 
-// MemberRemove answers Cluster.MemberRemove.
+// MemberRemove removes a member for good: it stops, and its id may never
+// come back.
 func (s *Server) MemberRemove(ctx context.Context, r *pb.MemberRemoveRequest) (*pb.MemberRemoveResponse, error) {
 	if err := s.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	if r.ID != s.meta.MemberID {
-		return nil, rpctypes.ErrGRPCMemberNotFound
-	}
-	return nil, errNotEnoughStarted
+	return atLeader(s, ctx, "MemberRemove", r, func() (*pb.MemberRemoveResponse, error) {
+		if err := s.mayRemoveMember(r.ID); err != nil {
+			return nil, err
+		}
+		if err := s.changeMembership(ctx, raftpb.ConfChangeRemoveNode, r.ID, nil); err != nil {
+			return nil, err
+		}
+		return &pb.MemberRemoveResponse{Header: s.clusterHeader(), Members: s.members()}, nil
+	})
 }
 
-// errNotEnoughStarted is etcd's answer to the removal of its last voting
-// member. etcd maps the error to a client-side rpctypes.EtcdError instead of
-// a status, so gRPC sends it with code Unknown; so does revd.
+// errNotEnoughStarted is etcd's answer to a change that would leave too few
+// started members. etcd maps the error to a client-side rpctypes.EtcdError
+// instead of a status, so gRPC sends it with code Unknown; so does revd.
 var errNotEnoughStarted = status.Error(codes.Unknown, status.Convert(rpctypes.ErrGRPCMemberNotEnoughStarted).Message())
 
-// MemberUpdate answers Cluster.MemberUpdate.
+// MemberUpdate changes a member's peer URLs.
 func (s *Server) MemberUpdate(ctx context.Context, r *pb.MemberUpdateRequest) (*pb.MemberUpdateResponse, error) {
+	urls, err := types.NewURLs(r.PeerURLs)
+	if err != nil {
+		return nil, rpctypes.ErrGRPCMemberBadURLs
+	}
 	if err := s.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	if r.ID != s.meta.MemberID {
-		return nil, rpctypes.ErrGRPCMemberNotFound
-	}
-	return nil, ErrMembershipFixed
+	return atLeader(s, ctx, "MemberUpdate", r, func() (*pb.MemberUpdateResponse, error) {
+		upd := &raftv1.Member{Id: r.ID, PeerUrls: urls.StringSlice()}
+		if err := s.changeMembership(ctx, raftpb.ConfChangeUpdateNode, r.ID, upd); err != nil {
+			return nil, err
+		}
+		return &pb.MemberUpdateResponse{Header: s.clusterHeader(), Members: s.members()}, nil
+	})
 }
 
-// MemberPromote answers Cluster.MemberPromote: this member is a voting
-// member already, and there is no other.
+// MemberPromote makes a learner a voting member, once it is in sync with
+// the leader.
 func (s *Server) MemberPromote(ctx context.Context, r *pb.MemberPromoteRequest) (*pb.MemberPromoteResponse, error) {
 	if err := s.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	if r.ID != s.meta.MemberID {
-		return nil, rpctypes.ErrGRPCMemberNotFound
-	}
-	return nil, rpctypes.ErrGRPCMemberNotLearner
+	return atLeader(s, ctx, "MemberPromote", r, func() (*pb.MemberPromoteResponse, error) {
+		if err := s.mayPromoteMember(r.ID); err != nil {
+			return nil, err
+		}
+		if err := s.changeMembership(ctx, raftpb.ConfChangeAddNode, r.ID, nil); err != nil {
+			return nil, err
+		}
+		return &pb.MemberPromoteResponse{Header: s.clusterHeader(), Members: s.members()}, nil
+	})
 }
 
-// MoveLeader answers Maintenance.MoveLeader: this member leads already, so
-// moving the leadership to it succeeds at once (as in etcd, whose answer
-// has no header); any other target is etcd's "bad leader transferee".
+// errTimeoutLeaderTransfer is etcd's answer to a transfer that did not end
+// in time (an error its gRPC layer does not map: code Unknown).
+var errTimeoutLeaderTransfer = status.Error(codes.Unknown, "etcdserver: request timed out, leader transfer took too long")
+
+// MoveLeader answers Maintenance.MoveLeader, on the leader only (etcd's
+// "not leader" elsewhere, as in etcd, whose answer has no header): the
+// target must be a voting member, and the answer waits until it leads.
 func (s *Server) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
 	if err := s.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	if r.TargetID != s.meta.MemberID {
+	lead := s.raft.Lead()
+	if lead != s.meta.MemberID {
+		return nil, rpctypes.ErrGRPCNotLeader
+	}
+	if m := s.cluster.member(r.TargetID); m == nil || m.IsLearner {
 		return nil, rpctypes.ErrGRPCBadLeaderTransferee
+	}
+	s.raft.TransferLeadership(ctx, lead, r.TargetID)
+	for s.raft.Lead() != r.TargetID {
+		select {
+		case <-ctx.Done():
+			return nil, errTimeoutLeaderTransfer
+		case <-time.After(s.opts.Cluster.TickInterval):
+		}
 	}
 	return &pb.MoveLeaderResponse{}, nil
 }

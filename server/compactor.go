@@ -64,6 +64,18 @@ func (c *compactor) accepted(prev, rev int64) {
 	c.schedule(rev)
 }
 
+// reset follows a journal whose content a raft snapshot replaced (on the
+// apply goroutine): folded as far as its base, with its compaction at
+// compactRev (-1: none) still to fold below.
+func (c *compactor) reset(compactRev int64) {
+	c.last = compactRev
+	c.mu.Lock()
+	c.folded, c.pending, c.err = c.j.BaseRev(), nil, nil
+	c.target = max(c.folded, compactRev-1)
+	c.mu.Unlock()
+	c.cond.Broadcast()
+}
+
 // schedule asks for the journal to be folded below rev (a durable
 // compaction).
 func (c *compactor) schedule(rev int64) {

@@ -25,16 +25,6 @@ import (
 // The member's raft (see actors/raftnode and cluster-design in
 // docs/cluster.md): its identity, its log, its peers.
 
-// identity works out the ids a data directory that Open is about to create
-// gets: a new cluster's, computed from the initial cluster as etcd does.
-func identity(opts Options) (clusterID, memberID uint64, err error) {
-	if opts.Cluster.Existing {
-		return 0, 0, nil // learned from the cluster (see join)
-	}
-	clusterID, memberID, _, err = initialMembers(zapslog.New(opts.Logger), opts.Name, opts.Cluster)
-	return clusterID, memberID, err
-}
-
 // bootstrapCluster writes, into a journal that has no raft log yet, the
 // cluster state and applied index that the first raft snapshot stands for,
 // and returns the snapshot to write. A journal created for a new cluster
@@ -48,7 +38,14 @@ func (s *Server) bootstrapCluster() (*raftnode.Bootstrap, *raftv1.ClusterState, 
 	}
 	var st *raftv1.ClusterState
 	if co.Existing {
-		st = &raftv1.ClusterState{ConfState: &raftpb.ConfState{}}
+		// Joining: the members as the cluster told them (see
+		// newIdentity); raft's configuration comes with the leader's
+		// snapshot.
+		var members []*raftv1.Member
+		if s.joined != nil {
+			members = s.joined.members
+		}
+		st = &raftv1.ClusterState{Members: members, ConfState: &raftpb.ConfState{}}
 		return &raftnode.Bootstrap{}, st, s.commitClusterState(st, journal.Applied{})
 	}
 	_, self, members, err := initialMembers(zapslog.New(s.log), s.opts.Name, co)
@@ -214,6 +211,7 @@ func (s *Server) PeerHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", s.peers.tr.Load().Handler())
 	mux.HandleFunc(forwardPath, s.serveForward)
+	mux.HandleFunc(membersPath, s.serveMembers)
 	return mux
 }
 

@@ -89,6 +89,13 @@ func (l *proposals) propose(seq uint64, data []byte, p *proposal) error {
 	}
 }
 
+// wait registers p as waiting for this member's proposal seq.
+func (l *proposals) wait(seq uint64, p *proposal) {
+	l.mu.Lock()
+	l.waiting[seq] = p
+	l.mu.Unlock()
+}
+
 // take returns and forgets this member's proposal seq, if it still waits.
 func (l *proposals) take(seq uint64) *proposal {
 	l.mu.Lock()

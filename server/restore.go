@@ -9,20 +9,23 @@ import (
 	"revd/projections/mvcc"
 )
 
-// restore rebuilds the sequencer's store and the shards from the journal:
+// restore rebuilds the sequencer's store and the shards (if set is not
+// nil) from the journal:
 // the base snapshot, then every record after it, checking that revisions
 // follow each other with no gap. It returns the compaction revision (-1 if
 // none).
 func restore(j *journal.Journal, st *mvcc.Store, set *shard.Set) (int64, error) {
-	meta := j.Meta()
+	base, last, compact := j.BaseRev(), j.LastRev(), j.CompactRev()
 	for kv, err := range j.Base() {
 		if err != nil {
 			return 0, err
 		}
 		st.Load(kv)
-		set.Load(kv)
+		if set != nil {
+			set.Load(kv)
+		}
 	}
-	rev := max(1, meta.BaseRev)
+	rev := max(1, base)
 	st.SetRev(rev)
 	for rec, err := range j.Records(rev+1, 0) {
 		if err != nil {
@@ -33,17 +36,21 @@ func restore(j *journal.Journal, st *mvcc.Store, set *shard.Set) (int64, error) 
 		}
 		rev = rec.Revision
 		st.Apply(rev, rec.Events)
-		set.ApplyRestored(rev, rec.Events)
+		if set != nil {
+			set.ApplyRestored(rev, rec.Events)
+		}
 	}
-	if rev != meta.LastRev {
-		return 0, fmt.Errorf("%w: records end at revision %d, journal says %d", journal.ErrCorrupt, rev, meta.LastRev)
+	if rev != last {
+		return 0, fmt.Errorf("%w: records end at revision %d, journal says %d", journal.ErrCorrupt, rev, last)
 	}
 	compactRev := int64(-1)
-	if meta.CompactRev > 0 {
-		compactRev = meta.CompactRev
+	if compact > 0 {
+		compactRev = compact
 		st.Compact(compactRev)
 	}
-	set.FinishRestore(rev, compactRev)
+	if set != nil {
+		set.FinishRestore(rev, compactRev)
+	}
 	return compactRev, nil
 }
 

@@ -40,6 +40,7 @@ type Server struct {
 	system *system.System
 	seq    *sequencer.Ref
 	set    *shard.Set
+	splits [][]byte // the shards' split points
 	comp   *compactor
 	lease  leaseState
 	fan    fanout.Fanout
@@ -52,6 +53,7 @@ type Server struct {
 	lead       leadership
 	props      *proposals
 	cluster    *memberSet
+	joined     *identity // a new data directory's, for bootstrapCluster
 
 	hub         *watch.HubRef
 	watchBudget *watch.Budget
@@ -83,12 +85,15 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: no data directory given")
 	}
 	opts.Cluster = opts.Cluster.withDefaults(opts.Name)
-	clusterID, memberID, err := identity(opts)
+	id, err := newIdentity(opts)
 	if err != nil {
 		return nil, err
 	}
-	j, err := journal.Open(opts.DataDir, journal.Options{Logger: opts.Logger.With("component", "journal"),
-		ClusterID: clusterID, MemberID: memberID})
+	jopts := journal.Options{Logger: opts.Logger.With("component", "journal")}
+	if id != nil {
+		jopts.ClusterID, jopts.MemberID = id.clusterID, id.memberID
+	}
+	j, err := journal.Open(opts.DataDir, jopts)
 	if err != nil {
 		return nil, err
 	}
@@ -96,10 +101,14 @@ func New(opts Options) (*Server, error) {
 	if splits == nil {
 		splits = shard.DefaultSplits(DefaultShards)
 	}
-	s := &Server{opts: opts, log: opts.Logger, j: j, meta: j.Meta(), started: time.Now(), set: shard.NewSet(splits),
-		closing: make(chan struct{})}
+	s := &Server{opts: opts, log: opts.Logger, j: j, meta: j.Meta(), started: time.Now(), splits: splits, set: shard.NewSet(splits),
+		closing: make(chan struct{}), joined: id}
 	s.lead.init()
 	s.props = newProposals(s)
+	if err := s.resumeInstall(); err != nil {
+		j.Close()
+		return nil, err
+	}
 	seqStore := mvcc.NewStore()
 	// Both stores keep each key's current pair in memory and fetch older
 	// ones from the journal.

@@ -66,6 +66,9 @@ type (
 	// Promote renews every lease to now + Extend + its TTL (Table.Promote):
 	// its member became leader.
 	Promote struct{ Extend time.Duration }
+	// Reset replaces the table with one over Index (the leases of a raft
+	// snapshot installed), each lease with its full TTL.
+	Reset struct{ Index *lease.Index }
 )
 
 // tick is the timer's wake-up; gen tells a stale one (of a timer replaced
@@ -135,6 +138,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		m.Reply(a.table.Leases())
 	case *Promote:
 		a.table.Promote(now, m.Extend)
+	case *Reset:
+		a.table = NewTable(m.Index, now, a.opts.Extend, a.opts.Retry)
 	case *tick:
 		if m.gen == a.gen {
 			a.timer, a.timerAt = nil, time.Time{}

@@ -90,8 +90,13 @@ func (a *applier) apply(ap *toApply) error {
 			if err != nil {
 				return err
 			}
-			cs := a.n.raft.ApplyConfChange(cc)
-			if err := sm.ApplyConfChange(ent, cc, cs); err != nil {
+			refused := sm.CheckConfChange(cc)
+			taken := cc
+			if refused != nil {
+				taken = &raftpb.ConfChangeV2{} // raft takes no change
+			}
+			cs := a.n.raft.ApplyConfChange(taken)
+			if err := sm.ApplyConfChange(ent, cc, cs, refused); err != nil {
 				return fmt.Errorf("raftnode: apply membership change %d: %w", i, err)
 			}
 			a.confState = cs

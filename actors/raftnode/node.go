@@ -95,7 +95,9 @@ func Start(opts Options) (*Node, bool, error) {
 		PreVote:                   opts.PreVote,
 		// A batch decided by one leader must never be appended by another.
 		DisableProposalForwarding: true,
-		Logger:                    raftLogger{opts.Logger.With("component", "raft")},
+		// A leader removed from the cluster stops leading it.
+		StepDownOnRemoval: true,
+		Logger:            raftLogger{opts.Logger.With("component", "raft")},
 	})
 	n.reads = newReadLoop(n)
 	a := newApplier(n, applied)

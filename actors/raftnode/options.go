@@ -26,9 +26,14 @@ type StateMachine interface {
 	// returns how many requests the entry carried (at least 1), for
 	// SnapshotCount.
 	Apply(ent *raftpb.Entry) (requests uint64, err error)
-	// ApplyConfChange records a membership change raft has taken, cs being
-	// the configuration after it, and the entry as applied.
-	ApplyConfChange(ent *raftpb.Entry, cc raftpb.ConfChangeI, cs *raftpb.ConfState) error
+	// CheckConfChange checks a committed membership change against the
+	// members as applied (a change two members proposed at once may no
+	// longer hold): a refused one is applied as no change at all.
+	CheckConfChange(cc raftpb.ConfChangeI) error
+	// ApplyConfChange records a membership change raft has taken (or, with
+	// refused set, refused), cs being the configuration after it, and the
+	// entry as applied.
+	ApplyConfChange(ent *raftpb.Entry, cc raftpb.ConfChangeI, cs *raftpb.ConfState, refused error) error
 	// ApplySnapshot replaces the state with the snapshot's (received from
 	// the leader; its data is in the snapshot directory, see snap.DBFilePath).
 	ApplySnapshot(s *raftpb.Snapshot) error

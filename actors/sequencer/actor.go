@@ -72,6 +72,9 @@ type (
 	// Follow applies a batch that another leader decided (Core.Follow); a
 	// batch that does not follow the core's state makes the core stale.
 	Follow struct{ Batch *Batch }
+	// Reset replaces the core (rebuilt after a raft snapshot replaced the
+	// journal's content) of a sequencer that does not decide.
+	Reset struct{ Core *Core }
 )
 
 // Options configure the sequencer actor.
@@ -203,6 +206,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 			a.stale = true
 		}
 		a.active, a.decided = false, false
+	case *Reset:
+		a.core, a.leaseKeys, a.stale = m.Core, m.Core.leases.Keys, false
 	case *Follow:
 		if !a.stale {
 			if err := a.core.Follow(m.Batch); err != nil {

@@ -45,3 +45,6 @@ func (r *Ref) Activate(term uint64) error {
 
 // Deactivate stops the sequencer deciding.
 func (r *Ref) Deactivate() { r.root.Send(r.pid, &Deactivate{}) }
+
+// Reset replaces the core of a sequencer that does not decide.
+func (r *Ref) Reset(core *Core) { r.root.Send(r.pid, &Reset{Core: core}) }

@@ -161,6 +161,16 @@ func (s *Set) DispatchCompact(rev int64) {
 	}
 }
 
+// Reset replaces every shard's store with fresh's (a set restored from a
+// journal whose content a raft snapshot replaced, not started), after what
+// each was sent before; the tracker moves up to fresh's revision as each
+// shard takes its new store.
+func (s *Set) Reset(fresh *Set) {
+	for i, pid := range s.pids {
+		s.root.Send(pid, &Reset{Store: fresh.shards[i].st})
+	}
+}
+
 // SetLoader gives every shard's store the loader of pairs that left memory
 // (see mvcc.Store.SetLoader).
 func (s *Set) SetLoader(l mvcc.Loader) {

@@ -22,6 +22,12 @@ type Compact struct {
 	Rev int64
 }
 
+// Reset is the message that replaces a shard's store (a raft snapshot
+// replaced the journal's content), after what it was sent before.
+type Reset struct {
+	Store *mvcc.Store
+}
+
 // Shard is one key range's projection and its actor.
 type Shard struct {
 	index   int
@@ -55,6 +61,11 @@ func (s *Shard) Receive(ctx actor.Context) {
 			s.st.Compact(m.Rev)
 		}
 		s.mu.Unlock()
+	case *Reset:
+		s.mu.Lock()
+		s.st = m.Store
+		s.mu.Unlock()
+		s.tracker.Advance(s.index, m.Store.Rev())
 	}
 }
 

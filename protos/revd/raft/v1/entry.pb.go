@@ -855,6 +855,68 @@ func (x *ForwardResponse) GetAppliedIndex() uint64 {
 	return 0
 }
 
+// MemberChange is the context of a membership change raft carries: the
+// member it adds or updates, and who proposed it, for its waiter.
+type MemberChange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Proposer      uint64                 `protobuf:"varint,1,opt,name=proposer,proto3" json:"proposer,omitempty"`
+	Proposal      uint64                 `protobuf:"varint,2,opt,name=proposal,proto3" json:"proposal,omitempty"`
+	Member        *Member                `protobuf:"bytes,3,opt,name=member,proto3" json:"member,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberChange) Reset() {
+	*x = MemberChange{}
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberChange) ProtoMessage() {}
+
+func (x *MemberChange) ProtoReflect() protoreflect.Message {
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberChange.ProtoReflect.Descriptor instead.
+func (*MemberChange) Descriptor() ([]byte, []int) {
+	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *MemberChange) GetProposer() uint64 {
+	if x != nil {
+		return x.Proposer
+	}
+	return 0
+}
+
+func (x *MemberChange) GetProposal() uint64 {
+	if x != nil {
+		return x.Proposal
+	}
+	return 0
+}
+
+func (x *MemberChange) GetMember() *Member {
+	if x != nil {
+		return x.Member
+	}
+	return nil
+}
+
 var File_revd_raft_v1_entry_proto protoreflect.FileDescriptor
 
 const file_revd_raft_v1_entry_proto_rawDesc = "" +
@@ -929,7 +991,11 @@ const file_revd_raft_v1_entry_proto_rawDesc = "" +
 	"\bresponse\x18\x01 \x01(\fR\bresponse\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\rR\x04code\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12#\n" +
-	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndexB!Z\x1frevd/protos/revd/raft/v1;raftv1b\x06proto3"
+	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\"t\n" +
+	"\fMemberChange\x12\x1a\n" +
+	"\bproposer\x18\x01 \x01(\x04R\bproposer\x12\x1a\n" +
+	"\bproposal\x18\x02 \x01(\x04R\bproposal\x12,\n" +
+	"\x06member\x18\x03 \x01(\v2\x14.revd.raft.v1.MemberR\x06memberB!Z\x1frevd/protos/revd/raft/v1;raftv1b\x06proto3"
 
 var (
 	file_revd_raft_v1_entry_proto_rawDescOnce sync.Once
@@ -943,7 +1009,7 @@ func file_revd_raft_v1_entry_proto_rawDescGZIP() []byte {
 	return file_revd_raft_v1_entry_proto_rawDescData
 }
 
-var file_revd_raft_v1_entry_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_revd_raft_v1_entry_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_revd_raft_v1_entry_proto_goTypes = []any{
 	(*Entry)(nil),            // 0: revd.raft.v1.Entry
 	(*Record)(nil),           // 1: revd.raft.v1.Record
@@ -955,9 +1021,10 @@ var file_revd_raft_v1_entry_proto_goTypes = []any{
 	(*ClusterState)(nil),     // 7: revd.raft.v1.ClusterState
 	(*ForwardRequest)(nil),   // 8: revd.raft.v1.ForwardRequest
 	(*ForwardResponse)(nil),  // 9: revd.raft.v1.ForwardResponse
-	(*authpb.User)(nil),      // 10: authpb.User
-	(*authpb.Role)(nil),      // 11: authpb.Role
-	(*raftpb.ConfState)(nil), // 12: raftpb.ConfState
+	(*MemberChange)(nil),     // 10: revd.raft.v1.MemberChange
+	(*authpb.User)(nil),      // 11: authpb.User
+	(*authpb.Role)(nil),      // 12: authpb.Role
+	(*raftpb.ConfState)(nil), // 13: raftpb.ConfState
 }
 var file_revd_raft_v1_entry_proto_depIdxs = []int32{
 	1,  // 0: revd.raft.v1.Entry.records:type_name -> revd.raft.v1.Record
@@ -965,15 +1032,16 @@ var file_revd_raft_v1_entry_proto_depIdxs = []int32{
 	3,  // 2: revd.raft.v1.Entry.auth:type_name -> revd.raft.v1.AuthChange
 	4,  // 3: revd.raft.v1.Entry.alarms:type_name -> revd.raft.v1.Alarm
 	5,  // 4: revd.raft.v1.Entry.attributes:type_name -> revd.raft.v1.MemberAttributes
-	10, // 5: revd.raft.v1.AuthChange.put_user:type_name -> authpb.User
-	11, // 6: revd.raft.v1.AuthChange.put_role:type_name -> authpb.Role
+	11, // 5: revd.raft.v1.AuthChange.put_user:type_name -> authpb.User
+	12, // 6: revd.raft.v1.AuthChange.put_role:type_name -> authpb.Role
 	6,  // 7: revd.raft.v1.ClusterState.members:type_name -> revd.raft.v1.Member
-	12, // 8: revd.raft.v1.ClusterState.conf_state:type_name -> raftpb.ConfState
-	9,  // [9:9] is the sub-list for method output_type
-	9,  // [9:9] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	13, // 8: revd.raft.v1.ClusterState.conf_state:type_name -> raftpb.ConfState
+	6,  // 9: revd.raft.v1.MemberChange.member:type_name -> revd.raft.v1.Member
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_revd_raft_v1_entry_proto_init() }
@@ -995,7 +1063,7 @@ func file_revd_raft_v1_entry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_revd_raft_v1_entry_proto_rawDesc), len(file_revd_raft_v1_entry_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
