@@ -54,6 +54,9 @@ type ClusterOptions struct {
 	StrictReconfigCheck bool
 	// MaxLearners bounds the learners (etcd's --max-learners). Default 1.
 	MaxLearners int
+	// MaxSnapshots and MaxWALs are etcd's --max-snapshots and --max-wals
+	// (nil: 5; 0: keep every file).
+	MaxSnapshots, MaxWALs *uint
 }
 
 func (o ClusterOptions) withDefaults(name string) ClusterOptions {

@@ -176,6 +176,8 @@ func (s *Server) startRaft() error {
 		PreVote:                co.PreVote,
 		SnapshotCount:          co.SnapshotCount,
 		SnapshotCatchUpEntries: co.SnapshotCatchUpEntries,
+		MaxSnapshots:           co.MaxSnapshots,
+		MaxWALs:                co.MaxWALs,
 		StateMachine:           (*applier)(s),
 		Transport:              s.peers,
 		IsIDRemoved:            s.cluster.isRemoved,

@@ -9,8 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"go.uber.org/zap"
 
 	"revd/internal/zapslog"
 )
@@ -100,6 +103,7 @@ func Start(opts Options) (*Node, bool, error) {
 		Logger:            raftLogger{opts.Logger.With("component", "raft")},
 	})
 	n.reads = newReadLoop(n)
+	n.purge(lg)
 	a := newApplier(n, applied)
 	n.done.Add(3)
 	go n.run()
@@ -107,6 +111,26 @@ func Start(opts Options) (*Node, bool, error) {
 	go n.reads.run()
 	return n, created, nil
 }
+
+// purge removes, every 30 s as etcd does, the oldest raft snapshot files
+// and the log files the log released, beyond MaxSnapshots and MaxWALs.
+func (n *Node) purge(lg *zap.Logger) {
+	keep := func(max *uint) uint {
+		if max == nil {
+			return DefaultMaxFiles
+		}
+		return *max
+	}
+	if k := keep(n.opts.MaxSnapshots); k > 0 {
+		fileutil.PurgeFile(lg, n.opts.SnapDir, "snap", k, purgeInterval, n.stopping)
+	}
+	if k := keep(n.opts.MaxWALs); k > 0 {
+		fileutil.PurgeFile(lg, n.opts.WALDir, "wal", k, purgeInterval, n.stopping)
+	}
+}
+
+// purgeInterval is etcd's.
+const purgeInterval = 30 * time.Second
 
 // run is the raft goroutine.
 func (n *Node) run() {

@@ -16,6 +16,7 @@ const (
 	DefaultSnapshotCatchUpEntries = 5000                   // --snapshot-catchup-entries
 	DefaultMaxSizePerMsg          = 1 << 20
 	DefaultMaxInflightMsgs        = 4096 / 8
+	DefaultMaxFiles               = 5 // --max-snapshots, --max-wals
 )
 
 // StateMachine applies what raft commits. Its methods run on the apply
@@ -93,6 +94,10 @@ type Options struct {
 	// requests (see the package doc). Defaults DefaultSnapshotCount and
 	// DefaultSnapshotCatchUpEntries.
 	SnapshotCount, SnapshotCatchUpEntries uint64
+	// MaxSnapshots and MaxWALs are how many raft snapshot files and log
+	// files (those the log released) are kept (etcd's --max-snapshots,
+	// --max-wals; 0: unlimited). Default DefaultMaxFiles each.
+	MaxSnapshots, MaxWALs *uint
 
 	StateMachine StateMachine
 	Transport    Transport

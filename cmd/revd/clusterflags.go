@@ -27,6 +27,7 @@ type clusterFlags struct {
 	snapshotCount, catchup                           uint64
 	preVote, strict, tickAdvance                     bool
 	maxLearners                                      int
+	maxSnapshots, maxWALs                            uint
 	tls                                              transport.TLSInfo
 	autoTLS                                          bool
 	allowedCN, allowedHostname                       string
@@ -55,6 +56,8 @@ func registerClusterFlags(fs *flag.FlagSet) *clusterFlags {
 	fs.Uint64Var(&c.catchup, "snapshot-catchup-entries", 5000, "requests kept in the log after a raft snapshot for slow followers to catch up from")
 	fs.BoolVar(&c.strict, "strict-reconfig-check", true, "refuse membership changes that would leave the cluster without a quorum of started members")
 	fs.IntVar(&c.maxLearners, "max-learners", 1, "most learners the cluster may have")
+	fs.UintVar(&c.maxSnapshots, "max-snapshots", 5, "most raft snapshot files kept (0: unlimited)")
+	fs.UintVar(&c.maxWALs, "max-wals", 5, "most raft log files kept once released (0: unlimited)")
 	fs.StringVar(&c.tls.CertFile, "peer-cert-file", "", "peer TLS certificate (PEM)")
 	fs.StringVar(&c.tls.KeyFile, "peer-key-file", "", "peer TLS key (PEM)")
 	fs.StringVar(&c.tls.ClientCertFile, "peer-client-cert-file", "", "peer TLS certificate presented when dialing peers (default --peer-cert-file)")
@@ -120,6 +123,7 @@ func (c *clusterFlags) finish(name string) (*clusterConfig, error) {
 		return nil, fmt.Errorf("--max-learners: %d is not a positive number", c.maxLearners)
 	}
 	o.MaxLearners = c.maxLearners
+	o.MaxSnapshots, o.MaxWALs = &c.maxSnapshots, &c.maxWALs
 	o.PeerTLS = c.tls
 	o.PeerTLS.AllowedCNs = splitList(c.allowedCN)
 	o.PeerTLS.AllowedHostnames = splitList(c.allowedHostname)

@@ -78,6 +78,8 @@ type fileConfig struct {
 	SnapshotCatchUpEntries      uint64             `json:"snapshot-catchup-entries"`
 	StrictReconfigCheck         bool               `json:"strict-reconfig-check"`
 	MaxLearners                 int                `json:"max-learners"`
+	MaxSnapshots                uint               `json:"max-snapshots"`
+	MaxWALs                     uint               `json:"max-wals"`
 	PeerSecurity                peerSecurityConfig `json:"peer-transport-security"`
 
 	// revd's own.

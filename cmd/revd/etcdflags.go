@@ -75,8 +75,6 @@ var ignoredEtcdFlags = []ignoredFlag{
 	{"discovery-srv", kindString, whyDiscovery, nil},
 	{"discovery-srv-name", kindString, whyDiscovery, nil},
 	{"discovery-fallback", kindOneOf, whyDiscovery, []string{"exit", "proxy"}},
-	{"max-snapshots", kindUint, whyRaft, nil},
-	{"max-wals", kindUint, whyRaft, nil},
 	{"force-new-cluster", kindBool, whyRaft, nil},
 	{"wal-dir", kindString, "revd's journal is its write-ahead log, in --data-dir", nil},
 	{"backend-batch-interval", kindDuration, whyStorage, nil},

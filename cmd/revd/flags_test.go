@@ -213,7 +213,7 @@ func TestConfigFileRefusals(t *testing.T) {
 		{"peer-transport-security: yes", "peer-transport-security of type main.peerSecurityConfig"},
 		{"heartbeat-interval: 300\nelection-timeout: 1000", "--election-timeout[1000ms] should be at least as 5 times as --heartbeat-interval[300ms]"},
 		// etcd's keys revd ignores still take etcd's types.
-		{"max-wals: many", "max-wals: many is not a value etcd takes"},
+		{"backend-batch-limit: many", "backend-batch-limit: many is not a value etcd takes"},
 		// An empty string is taken as it is where etcd takes it so.
 		{`auto-compaction-mode: ""`, `--auto-compaction-mode: "" is not one of periodic, revision`},
 		{"enable-log-rotation: true\nlog-outputs: [/tmp/revd.log]\nlog-rotation-config-json: ''", "improperly formatted log rotation config: unexpected end of JSON input"},
