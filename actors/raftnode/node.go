@@ -62,7 +62,7 @@ func Start(opts Options) (*Node, bool, error) {
 		return nil, false, err
 	}
 	first, _ := st.mem.FirstIndex()
-	if opts.Applied+1 < first {
+	if !created && opts.Applied+1 < first {
 		st.close()
 		return nil, false, fmt.Errorf("raftnode: the state machine applied up to %d, but the raft log starts after its "+
 			"snapshot at %d: what the state machine lost cannot be replayed", opts.Applied, first-1)
