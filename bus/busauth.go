@@ -63,7 +63,7 @@ var busUserName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 func userPermissions(prefix, user string, root bool) *server.Permissions {
 	sub := []string{InboxPrefix(user) + ".>"}
 	if root {
-		sub = append(sub, Subject(prefix, FeedEndpoint))
+		sub = append(sub, feedSubjects(prefix)...)
 	}
 	return &server.Permissions{
 		Publish:   publishNotOnFeed(prefix, prefix+".*.*", "$SRV.>"),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -69,6 +70,23 @@ type EmbeddedOptions struct {
 	// Users, with InternalPassword and without Username, puts etcd's
 	// users on the bus (see BusUsers).
 	Users *BusUsers
+
+	// Cluster, when its Listen is set, makes the server a member of a NATS
+	// cluster (the revd cluster's members' embedded servers, see
+	// ClusterOptions).
+	Cluster ClusterOptions
+}
+
+// ClusterOptions join the embedded server to a NATS cluster: it listens for
+// routes on Listen ("host:port") and connects to Routes
+// ("nats-route://host:port", the other members'; a member it reaches tells
+// it of the rest). Name is this server's name in the cluster, which must be
+// unique (the revd member's name). Routes are not authenticated: bind
+// Listen to the network the members share, as their peer URLs.
+type ClusterOptions struct {
+	Listen string
+	Routes []string
+	Name   string
 }
 
 // The users of revd's own connections to the embedded server when
@@ -94,7 +112,7 @@ var ErrInternalUserName = errors.New("bus: embedded NATS server: " + InternalUse
 // publishNotOnFeed allows publishing on allow's subjects, never on the
 // commit feed: only InternalUser publishes there.
 func publishNotOnFeed(prefix string, allow ...string) *server.SubjectPermission {
-	return &server.SubjectPermission{Allow: allow, Deny: []string{Subject(prefix, FeedEndpoint)}}
+	return &server.SubjectPermission{Allow: allow, Deny: feedSubjects(prefix)}
 }
 
 // servicePermissions are ServiceUser's.
@@ -142,6 +160,9 @@ func StartEmbedded(opts EmbeddedOptions) (*server.Server, error) {
 		MaxPayload: opts.MaxPayload,
 	}
 	if err := opts.authorize(sopts); err != nil {
+		return nil, err
+	}
+	if err := opts.Cluster.apply(sopts); err != nil {
 		return nil, err
 	}
 	if sopts.MaxPayload <= 0 {
@@ -205,6 +226,33 @@ func StartEmbedded(opts EmbeddedOptions) (*server.Server, error) {
 			return nil, fmt.Errorf("%w after %s (listen %s)", ErrEmbeddedNotReady, ready, listen)
 		}
 	}
+}
+
+// apply sets sopts' cluster options.
+func (c ClusterOptions) apply(sopts *server.Options) error {
+	if c.Listen == "" {
+		return nil
+	}
+	host, portStr, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return fmt.Errorf("bus: bad NATS cluster listen address %q (want host:port): %w", c.Listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port <= 0 || port > 65535 {
+		return fmt.Errorf("bus: bad NATS cluster listen port in %q", c.Listen)
+	}
+	sopts.Cluster = server.ClusterOpts{Name: "revd", Host: host, Port: port}
+	if c.Name != "" {
+		sopts.ServerName = c.Name
+	}
+	for _, r := range c.Routes {
+		u, err := url.Parse(r)
+		if err != nil || u.Host == "" {
+			return fmt.Errorf("bus: bad NATS route %q (want nats-route://host:port)", r)
+		}
+		sopts.Routes = append(sopts.Routes, u)
+	}
+	return nil
 }
 
 // serverLogger adapts nats-server's Logger interface to slog and reports

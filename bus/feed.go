@@ -62,13 +62,35 @@ type Feed struct {
 
 // NewFeed returns the feed on "<prefix>.feed" over nc.
 func NewFeed(nc *nats.Conn, prefix string, log *slog.Logger) *Feed {
+	return NewMemberFeed(nc, prefix, "", log)
+}
+
+// NewMemberFeed returns a member's feed over nc: on FeedSubject(prefix,
+// member).
+func NewMemberFeed(nc *nats.Conn, prefix, member string, log *slog.Logger) *Feed {
 	if prefix == "" {
 		prefix = DefaultSubjectPrefix
 	}
 	log = loggerOrDiscard(log)
 	key := make([]byte, 32)
 	rand.Read(key) // never fails (crypto/rand panics rather)
-	return &Feed{nc: nc, subject: Subject(prefix, FeedEndpoint), log: log, key: key}
+	return &Feed{nc: nc, subject: FeedSubject(prefix, member), log: log, key: key}
+}
+
+// FeedSubject is the subject of a member's commit feed: "<prefix>.feed"
+// when the NATS server is its own (member ""), "<prefix>.feed.<member>"
+// when the members' servers form a NATS cluster, where every member
+// publishes what it applied and its watch hub follows its own.
+func FeedSubject(prefix, member string) string {
+	if member == "" {
+		return Subject(prefix, FeedEndpoint)
+	}
+	return Subject(prefix, FeedEndpoint) + "." + member
+}
+
+// feedSubjects are the subjects of every member's feed, for permissions.
+func feedSubjects(prefix string) []string {
+	return []string{Subject(prefix, FeedEndpoint), Subject(prefix, FeedEndpoint) + ".>"}
 }
 
 // mac is HeaderMAC's value for a message with this body and fill headers.

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/url"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 	"time"
 
@@ -186,4 +189,55 @@ func parseInitialCluster(s string) (map[string][]string, error) {
 		out[n] = append(out[n], u)
 	}
 	return out, nil
+}
+
+// natsMemberName is the form a member's name must take to name its NATS
+// subjects and its server in a NATS cluster.
+var natsMemberName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// natsClusterFlags checks --nats-cluster-listen and --nats-routes, and
+// derives the routes when they are not given: the other members' peer
+// hosts, on this member's route port (members on machines of their own
+// listen on the same port).
+func natsClusterFlags(cfg *config, routes string) error {
+	if cfg.natsCluster == "" {
+		if routes != "" {
+			return errors.New("--nats-routes needs --nats-cluster-listen")
+		}
+		return nil
+	}
+	if cfg.natsURL != "" || cfg.natsListen == "off" {
+		return errors.New("--nats-cluster-listen is the embedded NATS server's: not with --nats-url or --nats-listen=off")
+	}
+	_, port, err := net.SplitHostPort(cfg.natsCluster)
+	if err != nil {
+		return fmt.Errorf("--nats-cluster-listen: %q is not host:port", cfg.natsCluster)
+	}
+	if !natsMemberName.MatchString(cfg.name) {
+		return fmt.Errorf("--name %q: in a NATS cluster the member names its subjects, and may hold only letters, digits, - and _", cfg.name)
+	}
+	if routes != "" {
+		for _, r := range splitList(routes) {
+			u, err := url.Parse(r)
+			if err != nil || u.Scheme != "nats-route" || u.Port() == "" {
+				return fmt.Errorf("--nats-routes: %q is not nats-route://host:port", r)
+			}
+			cfg.natsRoutes = append(cfg.natsRoutes, r)
+		}
+		return nil
+	}
+	for name, urls := range cfg.cluster.InitialCluster {
+		if name == cfg.name {
+			continue
+		}
+		for _, raw := range urls {
+			u, err := url.Parse(raw)
+			if err != nil {
+				continue
+			}
+			cfg.natsRoutes = append(cfg.natsRoutes, "nats-route://"+net.JoinHostPort(u.Hostname(), port))
+		}
+	}
+	sort.Strings(cfg.natsRoutes)
+	return nil
 }

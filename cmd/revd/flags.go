@@ -50,6 +50,8 @@ type config struct {
 	logLevel        slog.Level
 	log             logConfig // --log-format and --log-outputs
 	natsSubjectRoot string
+	natsCluster     string   // --nats-cluster-listen: the embedded server's route address ("" off)
+	natsRoutes      []string // --nats-routes: the other members' route URLs
 	pprofAddr       string
 	grpcServer      string
 	autoCompaction  autocompact.Policy // nil: off
@@ -132,7 +134,7 @@ type commandLine struct {
 	fs                                                                                                  *flag.FlagSet
 	cfg                                                                                                 *config
 	urls, httpURLs, advertise, metricsURLs, level, compactMode, compactRetention, ciphers, allowedHosts string
-	logger, logOutputs                                                                                  string
+	logger, logOutputs, natsRoutes                                                                      string
 	cors                                                                                                *originsFlag
 	hostWhitelist                                                                                       *stringSetFlag
 	etcd                                                                                                *etcdFlags
@@ -170,6 +172,8 @@ func newCommandLine(out io.Writer) *commandLine {
 	fs.StringVar(&cfg.log.rotateJSON, "log-rotation-config-json", defaultLogRotation, "etcd's: the rotation's lumberjack settings, JSON (maxsize in MB, maxage in days, maxbackups, localtime, compress)")
 	fs.StringVar(&c.logger, "logger", "zap", "etcd's: zap, its only logger (revd logs with slog either way)")
 	fs.StringVar(&cfg.natsSubjectRoot, "nats-subject-prefix", "revd", "first token of every NATS subject revd serves")
+	fs.StringVar(&cfg.natsCluster, "nats-cluster-listen", "", "host:port the embedded NATS server listens on for routes from the other members' (they then form one NATS cluster); empty: no cluster")
+	fs.StringVar(&c.natsRoutes, "nats-routes", "", "comma-separated nats-route://host:port of the other members' --nats-cluster-listen (default: each --initial-cluster peer's host with this member's --nats-cluster-listen port)")
 	fs.DurationVar(&cfg.watchProgressInterval, "watch-progress-notify-interval", defaultProgressInterval, "how often idle watchers that asked for progress_notify are told the current revision (0 or less: the default, as in etcd)")
 	fs.StringVar(&cfg.pprofAddr, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); off when empty")
 	fs.StringVar(&c.compactMode, "auto-compaction-mode", "periodic", `how --auto-compaction-retention is read: "periodic" (a duration; a plain number is hours) or "revision" (a number of revisions)`)
@@ -311,6 +315,9 @@ func (c *commandLine) finish() (*config, error) {
 	}
 	if cfg.natsSubjectRoot == "" || strings.ContainsAny(cfg.natsSubjectRoot, " *>") {
 		return nil, fmt.Errorf("--nats-subject-prefix: %q is not a valid subject prefix", cfg.natsSubjectRoot)
+	}
+	if err := natsClusterFlags(cfg, c.natsRoutes); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }

@@ -55,7 +55,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return err
 	}
 	defer stopNATS()
-	feed := bus.NewFeed(feedNC, cfg.natsSubjectRoot, log.With("component", "feed"))
+	feed := bus.NewMemberFeed(feedNC, cfg.natsSubjectRoot, natsMember(cfg), log.With("component", "feed"))
 	if ns != nil {
 		feed.SkipWithoutInterest(bus.EmbeddedInterest(ns))
 	}
@@ -111,7 +111,8 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return err
 	}
 	lns := bound.client
-	svc, err := natsapi.Serve(nc, srv, srv.Status, natsapi.Options{SubjectPrefix: cfg.natsSubjectRoot, Logger: log, Watch: srv, Lease: srv, Maintenance: srv, Auth: srv})
+	svc, err := natsapi.Serve(nc, srv, srv.Status, natsapi.Options{SubjectPrefix: cfg.natsSubjectRoot, Logger: log, Watch: srv, Lease: srv, Maintenance: srv, Auth: srv,
+		Member: natsMember(cfg)})
 	if err != nil {
 		return fmt.Errorf("starting the NATS API: %w", err)
 	}
@@ -315,7 +316,8 @@ func connectNATS(cfg *config, log *slog.Logger, busUsers *bus.BusUsers) (feedNC,
 	internal := base64.RawURLEncoding.EncodeToString(secret)
 	eopts := bus.EmbeddedOptions{Listen: cfg.natsListen, Logger: log.With("component", "nats"),
 		Username: cfg.natsUser, Password: cfg.natsPassword, InternalPassword: internal, SubjectPrefix: cfg.natsSubjectRoot,
-		Users: busUsers}
+		Users:   busUsers,
+		Cluster: bus.ClusterOptions{Listen: cfg.natsCluster, Routes: cfg.natsRoutes, Name: natsMember(cfg)}}
 	ns, err := bus.StartEmbedded(eopts)
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("starting the embedded NATS server on %s: %w", cfg.natsListen, err)
@@ -343,6 +345,15 @@ func connectNATS(cfg *config, log *slog.Logger, busUsers *bus.BusUsers) (feedNC,
 		feedNC.Close()
 		shutdownNATS(ns)
 	}, nil
+}
+
+// natsMember is this member's name on a NATS cluster the members' embedded
+// servers form, "" without one.
+func natsMember(cfg *config) string {
+	if cfg.natsCluster == "" {
+		return ""
+	}
+	return cfg.name
 }
 
 // errStoreNotOpen refuses a bus client before the store is open.

@@ -63,6 +63,14 @@ type Options struct {
 	// Auth serves the auth endpoints (see auth.go); nil: none.
 	Auth AuthServer
 
+	// Member is this member's name when the members of a revd cluster
+	// share one NATS cluster: they all serve the subjects (a request
+	// reaches one of them), so Serve does not refuse a prefix served
+	// already; and a watch session lives on the member that created it,
+	// which the others hand its requests to (see watch.go). Empty: the
+	// NATS server is this member's alone.
+	Member string
+
 	// onFull, if set, is called when a request has to wait for an
 	// in-flight slot (for tests of MaxInFlight).
 	onFull func(subject string)
@@ -122,8 +130,10 @@ func Serve(nc *nats.Conn, kv pb.KVServer, status StatusFunc, opts Options) (*Ser
 		return nil, errors.New("natsapi: the NATS connection does not support headers, which carry error replies")
 	}
 
-	if err := checkAlone(nc, opts.SubjectPrefix); err != nil {
-		return nil, err
+	if opts.Member == "" {
+		if err := checkAlone(nc, opts.SubjectPrefix); err != nil {
+			return nil, err
+		}
 	}
 
 	s := &Service{

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -154,6 +155,7 @@ func (k *natsSink) publish(r *pb.WatchResponse) error {
 type watchSessions struct {
 	nc     *nats.Conn
 	prefix string // revd's subject prefix: no session's inbox lies under it
+	member string // Options.Member
 	srv    WatchServer
 	ttl    time.Duration
 	log    *slog.Logger
@@ -163,23 +165,58 @@ type watchSessions struct {
 	done   chan struct{}
 }
 
-func newWatchSessions(nc *nats.Conn, prefix string, srv WatchServer, ttl time.Duration, log *slog.Logger) *watchSessions {
+func newWatchSessions(nc *nats.Conn, prefix, member string, srv WatchServer, ttl time.Duration, log *slog.Logger) *watchSessions {
 	if ttl <= 0 {
 		ttl = DefaultWatchSessionTTL
 	}
-	w := &watchSessions{nc: nc, prefix: prefix, srv: srv, ttl: ttl, log: log, m: map[string]*session{}, stop: make(chan struct{}), done: make(chan struct{})}
+	w := &watchSessions{nc: nc, prefix: prefix, member: member, srv: srv, ttl: ttl, log: log, m: map[string]*session{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go w.expire()
 	return w
 }
 
-// endpoints returns the watch endpoints' handlers by endpoint name.
+// endpoints returns the watch endpoints' handlers by endpoint name: the
+// shared ones, and in a NATS cluster this member's own (memberEndpoint),
+// where the other members hand the requests of its sessions.
 func (w *watchSessions) endpoints() map[string]micro.HandlerFunc {
-	return map[string]micro.HandlerFunc{
+	eps := map[string]micro.HandlerFunc{
 		EndpointWatchCreate:    w.create,
-		EndpointWatchCancel:    w.withSession(w.cancel),
-		EndpointWatchProgress:  w.withSession(w.progress),
-		EndpointWatchKeepAlive: w.withSession(func(micro.Request, *session) error { return nil }),
+		EndpointWatchCancel:    w.withSession(EndpointWatchCancel, w.cancel),
+		EndpointWatchProgress:  w.withSession(EndpointWatchProgress, w.progress),
+		EndpointWatchKeepAlive: w.withSession(EndpointWatchKeepAlive, func(micro.Request, *session) error { return nil }),
 	}
+	if w.member != "" {
+		for _, name := range []string{EndpointWatchCreate, EndpointWatchCancel, EndpointWatchProgress, EndpointWatchKeepAlive} {
+			eps[w.memberEndpoint(name, w.member)] = eps[name]
+		}
+	}
+	return eps
+}
+
+// memberEndpoint is member's own endpoint for a watch endpoint: e.g.
+// "watch.cancel.m1".
+func (w *watchSessions) memberEndpoint(name, member string) string { return name + "." + member }
+
+// sessionMember is the member a session id names (ids are
+// "<random>@<member>" in a NATS cluster), "" if none.
+func sessionMember(id string) string {
+	if i := strings.LastIndexByte(id, '@'); i >= 0 {
+		return id[i+1:]
+	}
+	return ""
+}
+
+// handOver passes a request for another member's session to that member,
+// whose answer goes straight to the client's reply subject. It reports
+// whether it did.
+func (w *watchSessions) handOver(req micro.Request, name, id string) bool {
+	owner := sessionMember(id)
+	if w.member == "" || owner == "" || owner == w.member || strings.ContainsAny(owner, " .*>") ||
+		strings.HasSuffix(req.Subject(), "."+w.member) {
+		return false
+	}
+	msg := &nats.Msg{Subject: Subject(w.prefix, w.memberEndpoint(name, owner)), Reply: req.Reply(),
+		Header: nats.Header(req.Headers()), Data: req.Data()}
+	return w.nc.PublishMsg(msg) == nil
 }
 
 func reply(req micro.Request, err error, headers ...string) {
@@ -205,7 +242,9 @@ func (w *watchSessions) create(req micro.Request) {
 	if id := req.Headers().Get(HeaderWatchSession); id != "" {
 		s = w.lookup(req, id)
 		if s == nil {
-			reply(req, ErrUnknownWatchSession)
+			if !w.handOver(req, EndpointWatchCreate, id) {
+				reply(req, ErrUnknownWatchSession)
+			}
 			return
 		}
 	} else {
@@ -223,7 +262,11 @@ func (w *watchSessions) create(req micro.Request) {
 			reply(req, err)
 			return
 		}
-		s = &session{id: rand.Text(), owner: owner, st: w.srv.NewWatchStream(context.Background(), &natsSink{nc: w.nc, inbox: inbox})}
+		id := rand.Text()
+		if w.member != "" {
+			id += "@" + w.member
+		}
+		s = &session{id: id, owner: owner, st: w.srv.NewWatchStream(context.Background(), &natsSink{nc: w.nc, inbox: inbox})}
 		s.lastSeen.Store(time.Now().UnixNano())
 		w.mu.Lock()
 		w.m[s.id] = s
@@ -254,11 +297,14 @@ func (w *watchSessions) progress(req micro.Request, s *session) error {
 	return nil
 }
 
-func (w *watchSessions) withSession(f func(micro.Request, *session) error) micro.HandlerFunc {
+func (w *watchSessions) withSession(name string, f func(micro.Request, *session) error) micro.HandlerFunc {
 	return func(req micro.Request) {
-		s := w.lookup(req, req.Headers().Get(HeaderWatchSession))
+		id := req.Headers().Get(HeaderWatchSession)
+		s := w.lookup(req, id)
 		if s == nil {
-			reply(req, ErrUnknownWatchSession)
+			if !w.handOver(req, name, id) {
+				reply(req, ErrUnknownWatchSession)
+			}
 			return
 		}
 		reply(req, f(req, s), HeaderWatchSession, s.id)
@@ -347,7 +393,7 @@ func (s *Service) addWatchEndpoints(svc micro.Service) error {
 	if s.opts.Watch == nil {
 		return nil
 	}
-	s.watch = newWatchSessions(s.nc, s.opts.SubjectPrefix, s.opts.Watch, s.opts.WatchSessionTTL, s.log)
+	s.watch = newWatchSessions(s.nc, s.opts.SubjectPrefix, s.opts.Member, s.opts.Watch, s.opts.WatchSessionTTL, s.log)
 	for name, h := range s.watch.endpoints() {
 		if err := s.addEndpoint(svc, name, h); err != nil {
 			return err
