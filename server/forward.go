@@ -160,12 +160,26 @@ func atLeader[Req proto.Message, Resp proto.Message](s *Server, ctx context.Cont
 		case <-ctx.Done():
 			return zero, toStatus(ctx.Err())
 		case <-timeout.C:
-			return zero, rpctypes.ErrGRPCTimeout
+			return zero, timedOut(lead != 0 && lead != s.meta.MemberID)
 		case <-s.closing:
 			return zero, rpctypes.ErrGRPCStopped
 		}
 	}
 }
+
+// timedOut is etcd's answer when etcd's request timeout passes before a
+// leader took the request: with no leader, etcd's raft takes no proposal
+// at all and the wait for it ends with the context's own error (code
+// Unknown, as etcd sends it); with a leader this member could not reach,
+// etcd's "request timed out, possibly due to connection lost".
+func timedOut(leaderKnown bool) error {
+	if leaderKnown {
+		return rpctypes.ErrGRPCTimeoutDueToConnectionLost
+	}
+	return errNoLeaderTimeout
+}
+
+var errNoLeaderTimeout = status.Error(codes.Unknown, context.DeadlineExceeded.Error())
 
 // forwardRetry is how long a member waits before it tries again to reach
 // a leader it could not connect to.

@@ -24,7 +24,7 @@ import (
 // member joining a running cluster (--initial-cluster-state existing,
 // after "member add") asks the other members (their /members) which id
 // its peer URLs were added with. Either way a member the cluster already
-// knows as started (it published its name) refuses to start on an empty
+// knows as started (it published its client URLs) refuses to start on an empty
 // data directory: that member lost its log and its votes, and may only
 // come back removed and added again as a new member, as etcd requires.
 
@@ -54,7 +54,7 @@ func newIdentity(opts Options) (*identity, error) {
 		// afresh (etcd's isMemberBootstrapped): best effort, the others
 		// are usually starting too.
 		if cl, err := fetchMembers(peersOf(co), co.PeerTLS, 0); err == nil {
-			if m := memberOf(&raftv1.ClusterState{Members: cl.members}, self); m != nil && started(m) {
+			if m := memberOf(&raftv1.ClusterState{Members: cl.members}, self); m != nil && bootstrapped(m) {
 				return nil, fmt.Errorf("server: member %x has already been bootstrapped", self)
 			}
 		}
@@ -66,7 +66,7 @@ func newIdentity(opts Options) (*identity, error) {
 	}
 	for _, m := range cl.members {
 		if sameURLs(m.PeerUrls, co.PeerURLs) {
-			if started(m) {
+			if bootstrapped(m) {
 				return nil, fmt.Errorf("server: member %x has already been bootstrapped: a member whose data directory "+
 					"was lost must be removed and added again as a new member", m.Id)
 			}
@@ -76,6 +76,11 @@ func newIdentity(opts Options) (*identity, error) {
 	return nil, fmt.Errorf("server: --initial-cluster-state existing: the cluster has no member with the peer URLs %v "+
 		"(add it first: etcdctl member add %s --peer-urls=...)", co.PeerURLs, opts.Name)
 }
+
+// bootstrapped reports a member that ran: it published its client URLs
+// (etcd's isMemberBootstrapped; the members of a new cluster have names
+// from the start).
+func bootstrapped(m *raftv1.Member) bool { return len(m.ClientUrls) > 0 }
 
 // peersOf is every peer URL of --initial-cluster but this member's own.
 func peersOf(co ClusterOptions) []string {

@@ -93,7 +93,9 @@ func (a *applier) apply(ap *toApply) error {
 			refused := sm.CheckConfChange(cc)
 			taken := cc
 			if refused != nil {
-				taken = &raftpb.ConfChangeV2{} // raft takes no change
+				// A change of node 0 is one raft takes as none (an empty
+				// ConfChangeV2 would mean leaving a joint configuration).
+				taken = &raftpb.ConfChange{NodeId: proto.Uint64(raft.None)}
 			}
 			cs := a.n.raft.ApplyConfChange(taken)
 			if err := sm.ApplyConfChange(ent, cc, cs, refused); err != nil {
