@@ -95,7 +95,6 @@ type fileConfig struct {
 	NATSTLSKey        string `json:"nats-tls-key"`
 	NATSSubjectPrefix string `json:"nats-subject-prefix"`
 	Pprof             string `json:"pprof"`
-	GRPCServer        string `json:"grpc-server"`
 }
 
 // socketOptions is etcd's socket-options.

@@ -26,12 +26,6 @@ import (
 // defaultProgressInterval is etcd's default --watch-progress-notify-interval.
 const defaultProgressInterval = 10 * time.Minute
 
-// The --grpc-server values.
-const (
-	grpcServerWire = "wire"
-	grpcServerGo   = "grpc-go"
-)
-
 type config struct {
 	dataDir         string
 	clientURLs      []*url.URL
@@ -53,7 +47,6 @@ type config struct {
 	natsCluster     string   // --nats-cluster-listen: the embedded server's route address ("" off)
 	natsRoutes      []string // --nats-routes: the other members' route URLs
 	pprofAddr       string
-	grpcServer      string
 	autoCompaction  autocompact.Policy // nil: off
 	tls             clienttls.Options  // for the https:// client URLs
 	cluster         *clusterConfig     // the member's raft and peers
@@ -178,7 +171,6 @@ func newCommandLine(out io.Writer) *commandLine {
 	fs.StringVar(&cfg.pprofAddr, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); off when empty")
 	fs.StringVar(&c.compactMode, "auto-compaction-mode", "periodic", `how --auto-compaction-retention is read: "periodic" (a duration; a plain number is hours) or "revision" (a number of revisions)`)
 	fs.StringVar(&c.compactRetention, "auto-compaction-retention", "0", "history kept by automatic compaction (see --auto-compaction-mode); 0 turns it off")
-	fs.StringVar(&cfg.grpcServer, "grpc-server", grpcServerWire, `gRPC implementation: "wire" (revd's own, package gateway/grpcwire) or "grpc-go" (google.golang.org/grpc's server)`)
 	fs.StringVar(&cfg.tls.CertFile, "cert-file", "", "TLS certificate of the https:// client URLs (PEM; read again at every handshake)")
 	fs.StringVar(&cfg.tls.KeyFile, "key-file", "", "TLS key of the https:// client URLs (PEM)")
 	fs.StringVar(&cfg.tls.TrustedCAFile, "trusted-ca-file", "", "CA certificates that verify client certificates; setting it requires one from every client, as in etcd")
@@ -272,9 +264,6 @@ func (c *commandLine) finish() (*config, error) {
 	}
 	if cfg.autoCompaction, err = compactionPolicy(c.compactMode, c.compactRetention); err != nil {
 		return nil, err
-	}
-	if cfg.grpcServer != grpcServerWire && cfg.grpcServer != grpcServerGo {
-		return nil, fmt.Errorf("--grpc-server: %q is not one of %s, %s", cfg.grpcServer, grpcServerWire, grpcServerGo)
 	}
 	if cfg.maxTxnOps <= 0 {
 		return nil, fmt.Errorf("--max-txn-ops must be positive, got %d", cfg.maxTxnOps)

@@ -1,0 +1,282 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+)
+
+// The connection guard: what grpc-go's server does not bound by itself,
+// with etcd's settings (no limit on a connection's streams), against a
+// client that means harm. Every connection is handed to grpc-go wrapped
+// (guardConn, by tlsPeer), so that the guard sees the bytes it reads and
+// writes; the interceptors act on each call.
+//
+// A client that never reads. grpc-go queues each answer for the
+// connection's writer goroutine; when the client does not read, its socket
+// fills, the writer blocks in a write, and every answer computed from then
+// on stays in memory: a 40-byte request for a 1 MiB value queues 1 MiB,
+// without limit. (etcd, on the same grpc-go, grows the same way, more
+// slowly because its reads are slower; grpc-go 1.85 no longer stops reading
+// such a client early, as 1.83, etcd's, happened to.) Once a write has
+// waited StallAfter for the client to make room, the connection is
+// stalled: the guard stops reading it (the client's next requests stay in
+// the kernel's buffers, and those read already are not started: tap), and
+// calls started already wait before they run, so that they compute
+// nothing; all resume as soon as that write completes. A
+// client that reads, however slowly, only has its requests wait a moment;
+// every gRPC client reads on a goroutine (or event loop) of its own, so
+// none waits for its writes before it reads.
+//
+// Rapid reset (CVE-2023-44487). A client that opens calls and resets them
+// at once makes grpc-go start a handler for each and keep its state until
+// it ends, far faster than handlers end: memory grows with the client's
+// rate. The guard counts, per connection, the streams the client resets
+// (RST_STREAM) and the calls the server ends (END_STREAM or RST_STREAM
+// written); a client that has reset more than MaxExcessResets calls
+// beyond those the server ended is cut off (its connection closed). A
+// client that cancels some of its calls, as clients do, resets far fewer
+// than it gets answered. The interceptors do not run a call reset before
+// it started, nor encode the answer of one reset while it ran.
+
+// errTooManyResets closes a connection whose client resets too many calls.
+var errTooManyResets = errors.New("grpcapi: connection closed: the client reset too many calls")
+
+// guard is the server's connection guard.
+type guard struct {
+	stallAfter      int64 // nanoseconds
+	maxExcessResets int64
+	nanotime        func() int64
+}
+
+func newGuard(stallAfter time.Duration, maxExcessResets int, now func() time.Time) *guard {
+	if now == nil {
+		now = time.Now
+	}
+	return &guard{stallAfter: int64(stallAfter), maxExcessResets: int64(maxExcessResets),
+		nanotime: func() int64 { return now().UnixNano() }}
+}
+
+// connState is what the guard knows of one connection. Reads happen on
+// grpc-go's reader goroutine, writes on its writer goroutine.
+type connState struct {
+	writeStart atomic.Int64 // when the write under way began (nanotime); 0: none
+	waiting    atomic.Int32 // reads and calls waiting for a write to complete
+
+	mu   sync.Mutex
+	wake chan struct{} // closed when a write completes while some wait
+
+	// Counted by the reader and the writer.
+	resets, ended atomic.Int64
+}
+
+// guardConn is a connection served by grpc-go, as the guard sees it.
+type guardConn struct {
+	net.Conn
+	g     *guard
+	st    *connState
+	local connAddr
+	in    frameScanner // the client's frames (after its preface)
+	out   frameScanner // the server's
+}
+
+// connAddr is the connection's local address, carrying its state: grpc-go
+// gives it to every call's context (peer.Peer.LocalAddr), where the
+// interceptors find it.
+type connAddr struct {
+	net.Addr
+	st *connState
+}
+
+func (g *guard) wrap(c net.Conn) net.Conn {
+	st := &connState{}
+	gc := &guardConn{Conn: c, g: g, st: st, local: connAddr{Addr: c.LocalAddr(), st: st}}
+	gc.in = frameScanner{skip: len(clientPreface), onFrame: gc.clientFrame}
+	gc.out = frameScanner{onFrame: gc.serverFrame}
+	return gc
+}
+
+const clientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// HTTP/2 frame types and flags the guard reads.
+const (
+	frameData      = 0x0
+	frameHeaders   = 0x1
+	frameRSTStream = 0x3
+	flagEndStream  = 0x1
+)
+
+func (c *guardConn) clientFrame(typ, _ byte) {
+	if typ == frameRSTStream {
+		c.st.resets.Add(1)
+	}
+}
+
+func (c *guardConn) serverFrame(typ, flags byte) {
+	if typ == frameRSTStream || (typ == frameData || typ == frameHeaders) && flags&flagEndStream != 0 {
+		c.st.ended.Add(1)
+	}
+}
+
+func (c *guardConn) LocalAddr() net.Addr { return c.local }
+
+// NetConn returns the connection under c.
+func (c *guardConn) NetConn() net.Conn { return c.Conn }
+
+func (c *guardConn) Read(p []byte) (int, error) {
+	c.st.waitWrites(c.g, nil)
+	n, err := c.Conn.Read(p)
+	c.in.scan(p[:n])
+	if c.st.resets.Load()-c.st.ended.Load() > c.g.maxExcessResets {
+		c.Conn.Close()
+		return n, errTooManyResets
+	}
+	return n, err
+}
+
+func (c *guardConn) Write(p []byte) (int, error) {
+	c.st.writeStart.Store(c.g.nanotime())
+	n, err := c.Conn.Write(p)
+	c.st.writeStart.Store(0)
+	c.out.scan(p[:n])
+	if c.st.waiting.Load() > 0 {
+		c.st.signal()
+	}
+	return n, err
+}
+
+// stalled reports whether a write has waited at least g.stallAfter.
+func (st *connState) stalled(g *guard) bool {
+	w := st.writeStart.Load()
+	return w != 0 && g.nanotime()-w >= g.stallAfter
+}
+
+// waitWrites waits while the connection is stalled, or until done closes
+// (nil: never); it reports false if done closed.
+func (st *connState) waitWrites(g *guard, done <-chan struct{}) bool {
+	if !st.stalled(g) {
+		return true
+	}
+	st.waiting.Add(1)
+	defer st.waiting.Add(-1)
+	for {
+		wake := st.wakeChan()
+		if !st.stalled(g) {
+			return true
+		}
+		select {
+		case <-wake:
+		case <-done:
+			return false
+		}
+	}
+}
+
+// signal wakes what waits for a write.
+func (st *connState) signal() {
+	st.mu.Lock()
+	if st.wake != nil {
+		close(st.wake)
+		st.wake = nil
+	}
+	st.mu.Unlock()
+}
+
+func (st *connState) wakeChan() <-chan struct{} {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.wake == nil {
+		st.wake = make(chan struct{})
+	}
+	return st.wake
+}
+
+// frameScanner follows the frames of one direction of an HTTP/2
+// connection through the bytes that pass, calling onFrame with each
+// frame's type and flags; it skips a preface of skip bytes first.
+type frameScanner struct {
+	skip    int // bytes to pass before the next frame header
+	hdr     [9]byte
+	nhdr    int
+	onFrame func(typ, flags byte)
+}
+
+func (s *frameScanner) scan(p []byte) {
+	for len(p) > 0 {
+		if s.skip > 0 {
+			n := min(s.skip, len(p))
+			s.skip -= n
+			p = p[n:]
+			continue
+		}
+		n := copy(s.hdr[s.nhdr:], p)
+		s.nhdr += n
+		p = p[n:]
+		if s.nhdr < len(s.hdr) {
+			return
+		}
+		s.nhdr = 0
+		s.skip = int(s.hdr[0])<<16 | int(s.hdr[1])<<8 | int(s.hdr[2])
+		s.onFrame(s.hdr[3], s.hdr[4])
+	}
+}
+
+func connStateOf(ctx context.Context) *connState {
+	if p, ok := peer.FromContext(ctx); ok {
+		if a, ok := p.LocalAddr.(connAddr); ok {
+			return a.st
+		}
+	}
+	return nil
+}
+
+// tap runs on the connection's reader goroutine as each call opens: while
+// the connection is stalled it waits, so that no call is started (a
+// goroutine, the call's state) for a client that does not read, and the
+// frames after this one are not read either.
+func (g *guard) tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
+	if st := connStateOf(ctx); st != nil {
+		st.waitWrites(g, nil)
+	}
+	return ctx, nil
+}
+
+// admit waits, for a call about to run, while its connection is stalled,
+// and refuses a call that ended (was reset or timed out) already.
+func (g *guard) admit(ctx context.Context) error {
+	if st := connStateOf(ctx); st != nil && !st.waitWrites(g, ctx.Done()) {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	if err := ctx.Err(); err != nil {
+		return status.FromContextError(err).Err()
+	}
+	return nil
+}
+
+func (g *guard) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := g.admit(ctx); err != nil {
+		return nil, err
+	}
+	resp, err := handler(ctx, req)
+	if cerr := ctx.Err(); cerr != nil {
+		// Reset (or timed out) while it ran: the stream is closed, and
+		// nobody reads the answer, which grpc-go would encode all the same.
+		return nil, status.FromContextError(cerr).Err()
+	}
+	return resp, err
+}
+
+func (g *guard) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := g.admit(ss.Context()); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
