@@ -95,6 +95,7 @@ type fileConfig struct {
 	NATSTLSKey        string `json:"nats-tls-key"`
 	NATSSubjectPrefix string `json:"nats-subject-prefix"`
 	Pprof             string `json:"pprof"`
+	MaxWatchQueue     int64  `json:"max-watch-queue-bytes"`
 }
 
 // socketOptions is etcd's socket-options.

@@ -54,6 +54,7 @@ type config struct {
 	watchProgressInterval time.Duration
 	maxTxnOps             int
 	maxStreams            uint32
+	maxWatchQueueBytes    int64
 	keepaliveMinTime      time.Duration
 	keepaliveInterval     time.Duration
 	keepaliveTimeout      time.Duration
@@ -187,6 +188,7 @@ func newCommandLine(out io.Writer) *commandLine {
 	fs.DurationVar(&cfg.keepaliveMinTime, "grpc-keepalive-min-time", 5*time.Second, "shortest interval a client may ping at; closer pings are strikes, and the third ends its connection (0: gRPC's 5m)")
 	fs.DurationVar(&cfg.keepaliveInterval, "grpc-keepalive-interval", 2*time.Hour, "how long a client connection may stay silent before revd pings it (0 here or in --grpc-keepalive-timeout: gRPC's 2h and 20s)")
 	fs.DurationVar(&cfg.keepaliveTimeout, "grpc-keepalive-timeout", 20*time.Second, "how long revd waits for an answer to its ping before closing the connection")
+	fs.Int64Var(&cfg.maxWatchQueueBytes, "max-watch-queue-bytes", server.DefaultWatchServerBytes, "most bytes of watch responses (their keys and values) queued for clients across every watch stream; a slow watcher beyond it is caught up from the journal once its client reads again")
 	cfg.maxStreams = math.MaxUint32
 	fs.Var(uint32Flag{&cfg.maxStreams}, "max-concurrent-streams", "most streams a client may have open on one connection (default 4294967295)")
 	fs.BoolVar(&cfg.enablePprof, "enable-pprof", false, "serve net/http/pprof under /debug/pprof/ on the client URLs (as --log-level=debug does, as in etcd)")
@@ -264,6 +266,9 @@ func (c *commandLine) finish() (*config, error) {
 	}
 	if cfg.autoCompaction, err = compactionPolicy(c.compactMode, c.compactRetention); err != nil {
 		return nil, err
+	}
+	if cfg.maxWatchQueueBytes <= 0 {
+		return nil, fmt.Errorf("--max-watch-queue-bytes must be positive, got %d", cfg.maxWatchQueueBytes)
 	}
 	if cfg.maxTxnOps <= 0 {
 		return nil, fmt.Errorf("--max-txn-ops must be positive, got %d", cfg.maxTxnOps)

@@ -91,6 +91,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		Logger:                log,
 		Feed:                  feed,
 		WatchProgressInterval: cfg.watchProgressInterval,
+		WatchServerBytes:      cfg.maxWatchQueueBytes,
 		OnAuthChange:          busUsers.Recheck,
 		Cluster:               cfg.cluster.ClusterOptions,
 		OnRemoved:             func() { removed(errRemoved) },
