@@ -83,6 +83,10 @@ type Options struct {
 	// server ended on a connection before the guard closes it (guard.go).
 	// Default DefaultMaxExcessResets.
 	MaxExcessResets int
+	// MaxUnsentBytes is how many bytes of unary answers may wait for a
+	// connection's writer before further answers wait to be encoded
+	// (guard.go). Default DefaultMaxUnsentBytes.
+	MaxUnsentBytes int64
 	// Now is the guard's clock. Default time.Now.
 	Now func() time.Time
 }
@@ -91,6 +95,7 @@ type Options struct {
 const (
 	DefaultStallAfter      = time.Millisecond
 	DefaultMaxExcessResets = 1000
+	DefaultMaxUnsentBytes  = 16 << 20
 )
 
 // keepaliveParams reports the server keepalive parameters to apply, as
@@ -116,7 +121,10 @@ func New(srv *server.Server, opts Options) *grpc.Server {
 	if opts.MaxExcessResets <= 0 {
 		opts.MaxExcessResets = DefaultMaxExcessResets
 	}
-	g := newGuard(opts.StallAfter, opts.MaxExcessResets, opts.Now)
+	if opts.MaxUnsentBytes <= 0 {
+		opts.MaxUnsentBytes = DefaultMaxUnsentBytes
+	}
+	g := newGuard(opts)
 	gopts := []grpc.ServerOption{
 		grpc.Creds(tlsPeer{guard: g}),
 		grpc.ForceServerCodecV2(newCodec()),

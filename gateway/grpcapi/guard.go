@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"net"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
+	"google.golang.org/protobuf/proto"
 )
 
 // The connection guard: what grpc-go's server does not bound by itself,
@@ -29,9 +31,10 @@ import (
 // such a client early, as 1.83, etcd's, happened to.) Once a write has
 // waited StallAfter for the client to make room, the connection is
 // stalled: the guard stops reading it (the client's next requests stay in
-// the kernel's buffers, and those read already are not started: tap), and
-// calls started already wait before they run, so that they compute
-// nothing; all resume as soon as that write completes. A
+// the kernel's buffers, and those read already are not started: tap),
+// calls started already wait before they run, and calls that ran wait
+// before their answers are encoded; all resume as soon as that write
+// completes. A
 // client that reads, however slowly, only has its requests wait a moment;
 // every gRPC client reads on a goroutine (or event loop) of its own, so
 // none waits for its writes before it reads.
@@ -54,15 +57,21 @@ var errTooManyResets = errors.New("grpcapi: connection closed: the client reset 
 type guard struct {
 	stallAfter      int64 // nanoseconds
 	maxExcessResets int64
+	maxUnsent       int64
 	nanotime        func() int64
 }
 
-func newGuard(stallAfter time.Duration, maxExcessResets int, now func() time.Time) *guard {
+// pacing is the most the reader waits for a write before it starts a call
+// on a connection with answers waiting (tap).
+const pacing = 10 * time.Millisecond
+
+func newGuard(opts Options) *guard {
+	now := opts.Now
 	if now == nil {
 		now = time.Now
 	}
-	return &guard{stallAfter: int64(stallAfter), maxExcessResets: int64(maxExcessResets),
-		nanotime: func() int64 { return now().UnixNano() }}
+	return &guard{stallAfter: int64(opts.StallAfter), maxExcessResets: int64(opts.MaxExcessResets),
+		maxUnsent: opts.MaxUnsentBytes, nanotime: func() int64 { return now().UnixNano() }}
 }
 
 // connState is what the guard knows of one connection. Reads happen on
@@ -76,6 +85,19 @@ type connState struct {
 
 	// Counted by the reader and the writer.
 	resets, ended atomic.Int64
+
+	// queued counts the bytes of the unary answers let through (reserve),
+	// sent the bytes of the DATA frames written: their difference is
+	// about what waits in grpc-go for the writer.
+	queued, sent atomic.Int64
+	// calls counts the calls inside the interceptors (running, or
+	// waiting there); open holds the streams the client opened that the
+	// server has not ended, nor either side reset, on the wire (see
+	// drained).
+	calls     atomic.Int32
+	smu       sync.Mutex
+	open      map[uint32]struct{}
+	maxStream uint32 // the highest stream the client opened
 }
 
 // guardConn is a connection served by grpc-go, as the guard sees it.
@@ -97,7 +119,7 @@ type connAddr struct {
 }
 
 func (g *guard) wrap(c net.Conn) net.Conn {
-	st := &connState{}
+	st := &connState{open: map[uint32]struct{}{}}
 	gc := &guardConn{Conn: c, g: g, st: st, local: connAddr{Addr: c.LocalAddr(), st: st}}
 	gc.in = frameScanner{skip: len(clientPreface), onFrame: gc.clientFrame}
 	gc.out = frameScanner{onFrame: gc.serverFrame}
@@ -114,16 +136,50 @@ const (
 	flagEndStream  = 0x1
 )
 
-func (c *guardConn) clientFrame(typ, _ byte) {
-	if typ == frameRSTStream {
+func (c *guardConn) clientFrame(typ, _ byte, _ int, stream uint32) {
+	switch typ {
+	case frameHeaders:
+		st := c.st
+		st.smu.Lock()
+		if stream > st.maxStream {
+			st.maxStream = stream
+			st.open[stream] = struct{}{}
+		}
+		st.smu.Unlock()
+	case frameRSTStream:
 		c.st.resets.Add(1)
+		c.st.closed(stream)
+		if c.st.waiting.Load() > 0 {
+			c.st.signal()
+		}
 	}
 }
 
-func (c *guardConn) serverFrame(typ, flags byte) {
+func (c *guardConn) serverFrame(typ, flags byte, length int, stream uint32) {
+	if typ == frameData {
+		c.st.sent.Add(int64(length))
+	}
 	if typ == frameRSTStream || (typ == frameData || typ == frameHeaders) && flags&flagEndStream != 0 {
 		c.st.ended.Add(1)
+		c.st.closed(stream)
 	}
+}
+
+// closed forgets an open stream.
+func (st *connState) closed(stream uint32) {
+	st.smu.Lock()
+	delete(st.open, stream)
+	st.smu.Unlock()
+}
+
+// drained reports whether every stream still open is a call inside the
+// interceptors: grpc-go then holds no answer of a unary call for the
+// writer (those are in streams still open, their calls gone).
+func (st *connState) drained() bool {
+	st.smu.Lock()
+	n := len(st.open)
+	st.smu.Unlock()
+	return n <= int(st.calls.Load())
 }
 
 func (c *guardConn) LocalAddr() net.Addr { return c.local }
@@ -206,7 +262,7 @@ type frameScanner struct {
 	skip    int // bytes to pass before the next frame header
 	hdr     [9]byte
 	nhdr    int
-	onFrame func(typ, flags byte)
+	onFrame func(typ, flags byte, length int, stream uint32)
 }
 
 func (s *frameScanner) scan(p []byte) {
@@ -225,7 +281,7 @@ func (s *frameScanner) scan(p []byte) {
 		}
 		s.nhdr = 0
 		s.skip = int(s.hdr[0])<<16 | int(s.hdr[1])<<8 | int(s.hdr[2])
-		s.onFrame(s.hdr[3], s.hdr[4])
+		s.onFrame(s.hdr[3], s.hdr[4], s.skip, binary.BigEndian.Uint32(s.hdr[5:])&(1<<31-1))
 	}
 }
 
@@ -245,14 +301,34 @@ func connStateOf(ctx context.Context) *connState {
 func (g *guard) tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
 	if st := connStateOf(ctx); st != nil {
 		st.waitWrites(g, nil)
+		// With answers waiting for the writer, the reader waits for a
+		// write (or minIdleWait) before it starts another call: it
+		// cannot wait longer, since what the writer waits for may be a
+		// flow-control window the client grants in a frame not yet read.
+		if st.queued.Load()-st.sent.Load() > g.maxUnsent {
+			st.waitWrite(pacing)
+		}
 	}
 	return ctx, nil
 }
 
+// waitWrite waits for a write to complete, at most d.
+func (st *connState) waitWrite(d time.Duration) {
+	st.waiting.Add(1)
+	defer st.waiting.Add(-1)
+	wake := st.wakeChan()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-wake:
+	case <-t.C:
+	}
+}
+
 // admit waits, for a call about to run, while its connection is stalled,
 // and refuses a call that ended (was reset or timed out) already.
-func (g *guard) admit(ctx context.Context) error {
-	if st := connStateOf(ctx); st != nil && !st.waitWrites(g, ctx.Done()) {
+func (g *guard) admit(ctx context.Context, st *connState) error {
+	if st != nil && !st.waitWrites(g, ctx.Done()) {
 		return status.FromContextError(ctx.Err()).Err()
 	}
 	if err := ctx.Err(); err != nil {
@@ -262,20 +338,90 @@ func (g *guard) admit(ctx context.Context) error {
 }
 
 func (g *guard) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if err := g.admit(ctx); err != nil {
+	st := connStateOf(ctx)
+	if st != nil {
+		st.calls.Add(1)
+		defer st.calls.Add(-1)
+	}
+	if err := g.admit(ctx, st); err != nil {
 		return nil, err
 	}
 	resp, err := handler(ctx, req)
-	if cerr := ctx.Err(); cerr != nil {
-		// Reset (or timed out) while it ran: the stream is closed, and
-		// nobody reads the answer, which grpc-go would encode all the same.
-		return nil, status.FromContextError(cerr).Err()
+	// The answer is encoded once returned: not while the connection is
+	// stalled or has MaxUnsentBytes waiting for its writer (revd's answers
+	// refer to the values they hold, where their encoding copies them),
+	// nor at all if the call was reset (or timed out) meanwhile, since
+	// nobody would read it.
+	if aerr := g.admit(ctx, st); aerr != nil {
+		return nil, aerr
+	}
+	if m, ok := resp.(proto.Message); ok && err == nil && st != nil && !compressed(ctx) {
+		if err := g.reserve(ctx, st, int64(proto.Size(m))+5); err != nil {
+			return nil, err
+		}
 	}
 	return resp, err
 }
 
+// compressed reports whether the call's answer is sent compressed (its
+// DATA frames then carry less than its message).
+func compressed(ctx context.Context) bool {
+	sc, ok := grpc.ServerTransportStreamFromContext(ctx).(interface{ SendCompress() string })
+	return ok && sc.SendCompress() != ""
+}
+
+// reserve counts an answer of size bytes (its gRPC message) as queued for
+// the connection's writer, once fewer than maxUnsent are: an answer larger
+// than that goes alone. What the writer sent is counted from the DATA
+// frames it writes, which carry the streams' messages too (never
+// reserved) and compressed answers (not reserved either): a count that
+// runs ahead of the reservations is taken as nothing queued. A count that
+// falls behind (answers reset before they were written: grpc-go drops
+// them) would hold answers back for nothing: once the connection is
+// drained (no answer left for the writer), nothing is taken to be queued.
+func (g *guard) reserve(ctx context.Context, st *connState, size int64) error {
+	for {
+		q, s := st.queued.Load(), st.sent.Load()
+		if q < s {
+			st.queued.CompareAndSwap(q, s)
+			continue
+		}
+		if q-s <= g.maxUnsent {
+			if st.queued.CompareAndSwap(q, q+size) {
+				return nil
+			}
+			continue
+		}
+		if err := st.waitSent(g, ctx.Done()); err != nil {
+			return status.FromContextError(ctx.Err()).Err()
+		}
+	}
+}
+
+// waitSent waits for a write to complete or a stream to be reset; if the
+// connection is drained, it takes what was counted as queued as sent.
+func (st *connState) waitSent(g *guard, done <-chan struct{}) error {
+	st.waiting.Add(1)
+	defer st.waiting.Add(-1)
+	wake := st.wakeChan()
+	if st.drained() {
+		st.queued.Store(st.sent.Load())
+		return nil
+	}
+	select {
+	case <-wake:
+		return nil
+	case <-done:
+		return context.Canceled
+	}
+}
+
 func (g *guard) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if err := g.admit(ss.Context()); err != nil {
+	if st := connStateOf(ss.Context()); st != nil {
+		st.calls.Add(1)
+		defer st.calls.Add(-1)
+	}
+	if err := g.admit(ss.Context(), connStateOf(ss.Context())); err != nil {
 		return err
 	}
 	return handler(srv, ss)
