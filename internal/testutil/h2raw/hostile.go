@@ -34,7 +34,7 @@ type Conn struct {
 	// Resets counts the RST_STREAM frames Discard read; GoAway is set
 	// once it read a GOAWAY.
 	resets, goaways, ended int
-	endedCh              chan struct{} // closed and replaced when ended grows
+	endedCh                chan struct{} // closed and replaced when ended grows
 }
 
 // DialConn connects to addr and sends the preface and a SETTINGS frame with
