@@ -20,22 +20,29 @@ import (
 // with etcd's settings (no limit on a connection's streams), against a
 // client that means harm. Every connection is handed to grpc-go wrapped
 // (guardConn, by tlsPeer), so that the guard sees the bytes it reads and
-// writes; the interceptors act on each call.
+// writes, and follows the frames in both directions (their types, flags,
+// lengths and streams); the tap and the interceptors act on each call.
 //
 // A client that never reads. grpc-go queues each answer for the
 // connection's writer goroutine; when the client does not read, its socket
 // fills, the writer blocks in a write, and every answer computed from then
 // on stays in memory: a 40-byte request for a 1 MiB value queues 1 MiB,
-// without limit. (etcd, on the same grpc-go, grows the same way, more
-// slowly because its reads are slower; grpc-go 1.85 no longer stops reading
-// such a client early, as 1.83, etcd's, happened to.) Once a write has
-// waited StallAfter for the client to make room, the connection is
-// stalled: the guard stops reading it (the client's next requests stay in
-// the kernel's buffers, and those read already are not started: tap),
-// calls started already wait before they run, and calls that ran wait
-// before their answers are encoded; all resume as soon as that write
-// completes. A
-// client that reads, however slowly, only has its requests wait a moment;
+// without limit (etcd, on the same grpc-go, grows the same way, more
+// slowly because its reads are slower). So:
+//
+//   - once a write has waited StallAfter for the client to make room, the
+//     connection is stalled: the guard stops reading it (the client's next
+//     requests stay in the kernel's buffers, and those read already are not
+//     started: tap), calls started already wait before they run, and calls
+//     that ran wait before their answers are encoded; all resume as soon as
+//     that write completes;
+//   - before that, the writer may simply be behind (thousands of handlers
+//     keep it from the CPU): at most MaxUnsentBytes of unary answers wait
+//     for it, counted from the answers' sizes against the DATA frames it
+//     writes (reserve); further answers wait before they are encoded, and
+//     the reader waits a little (pacing) before it starts another call.
+//
+// A client that reads, however slowly, only has its calls wait a moment;
 // every gRPC client reads on a goroutine (or event loop) of its own, so
 // none waits for its writes before it reads.
 //
@@ -302,8 +309,8 @@ func (g *guard) tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
 	if st := connStateOf(ctx); st != nil {
 		st.waitWrites(g, nil)
 		// With answers waiting for the writer, the reader waits for a
-		// write (or minIdleWait) before it starts another call: it
-		// cannot wait longer, since what the writer waits for may be a
+		// write (at most pacing) before it starts another call: it cannot
+		// wait longer, since what the writer waits for may be a
 		// flow-control window the client grants in a frame not yet read.
 		if st.queued.Load()-st.sent.Load() > g.maxUnsent {
 			st.waitWrite(pacing)
@@ -392,7 +399,7 @@ func (g *guard) reserve(ctx context.Context, st *connState, size int64) error {
 			}
 			continue
 		}
-		if err := st.waitSent(g, ctx.Done()); err != nil {
+		if err := st.waitSent(ctx.Done()); err != nil {
 			return status.FromContextError(ctx.Err()).Err()
 		}
 	}
@@ -400,7 +407,7 @@ func (g *guard) reserve(ctx context.Context, st *connState, size int64) error {
 
 // waitSent waits for a write to complete or a stream to be reset; if the
 // connection is drained, it takes what was counted as queued as sent.
-func (st *connState) waitSent(g *guard, done <-chan struct{}) error {
+func (st *connState) waitSent(done <-chan struct{}) error {
 	st.waiting.Add(1)
 	defer st.waiting.Add(-1)
 	wake := st.wakeChan()
@@ -417,11 +424,12 @@ func (st *connState) waitSent(g *guard, done <-chan struct{}) error {
 }
 
 func (g *guard) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if st := connStateOf(ss.Context()); st != nil {
+	st := connStateOf(ss.Context())
+	if st != nil {
 		st.calls.Add(1)
 		defer st.calls.Add(-1)
 	}
-	if err := g.admit(ss.Context(), connStateOf(ss.Context())); err != nil {
+	if err := g.admit(ss.Context(), st); err != nil {
 		return err
 	}
 	return handler(srv, ss)
