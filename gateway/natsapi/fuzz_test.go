@@ -7,13 +7,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/protobuf/proto"
 
-	"revd/actors/watch"
 	"revd/gateway/natsapi"
 	"revd/gateway/natsapi/natsapitest"
-	"revd/journal"
 	maintv1 "revd/protos/revd/maintenance/v1"
 	"revd/server"
 )
@@ -110,51 +107,6 @@ func FuzzRequests(f *testing.F) {
 		ok, err := h.Conn.RequestMsg(&nats.Msg{Subject: natsapi.Subject("fuzz", natsapi.EndpointStatus), Header: nats.Header{}}, guard)
 		if err != nil || ok.Header.Get(micro.ErrorCodeHeader) != "" {
 			t.Fatalf("after %s: status: %v %v", e.name, err, ok.Header)
-		}
-	})
-}
-
-// FuzzDecodeCommit: the commit feed's decoder takes any bytes without
-// panicking, and what it decodes encodes and decodes to the same commit.
-func FuzzDecodeCommit(f *testing.F) {
-	c := &watch.Commit{CompactRev: 3, Records: []journal.Record{{Revision: 5, Events: []*mvccpb.Event{
-		{Type: mvccpb.Event_PUT, Kv: &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("v"), CreateRevision: 5, ModRevision: 5, Version: 1},
-			PrevKv: &mvccpb.KeyValue{Key: []byte("k")}},
-		{Type: mvccpb.Event_DELETE, Kv: &mvccpb.KeyValue{Key: []byte("d"), ModRevision: 5}},
-	}}}}
-	valid, err := natsapi.EncodeCommit(c)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(valid)
-	f.Add([]byte{})
-	f.Add(valid[:len(valid)/2])
-	f.Add([]byte{0x12, 0x02, 0x12, 0x00})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := natsapi.DecodeCommit(data)
-		if err != nil {
-			return
-		}
-		again, err := natsapi.EncodeCommit(c)
-		if err != nil {
-			t.Fatalf("a decoded commit does not encode: %v", err)
-		}
-		c2, err := natsapi.DecodeCommit(again)
-		if err != nil {
-			t.Fatalf("a re-encoded commit does not decode: %v", err)
-		}
-		if c.CompactRev != c2.CompactRev || len(c.Records) != len(c2.Records) {
-			t.Fatalf("round trip changed the commit: %+v, %+v", c, c2)
-		}
-		for i := range c.Records {
-			if c.Records[i].Revision != c2.Records[i].Revision || len(c.Records[i].Events) != len(c2.Records[i].Events) {
-				t.Fatalf("round trip changed revision %d", i)
-			}
-			for j := range c.Records[i].Events {
-				if !proto.Equal(c.Records[i].Events[j], c2.Records[i].Events[j]) {
-					t.Fatalf("round trip changed event %d of revision %d", j, i)
-				}
-			}
 		}
 	})
 }
