@@ -48,6 +48,10 @@ type Options struct {
 	// WatchServerEvents bounds the events buffered for all watch streams
 	// together. Default 1000000.
 	WatchServerEvents int64
+	// WatchServerBytes bounds the bytes (keys and values of the events)
+	// buffered for all watch streams together (see watch.Budget). Default
+	// DefaultWatchServerBytes.
+	WatchServerBytes int64
 
 	// MaxTxnOps is the most operations a Txn branch may hold (etcd's
 	// --max-txn-ops). Default etcdkv.MaxTxnOps (128).
@@ -134,6 +138,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WatchServerEvents <= 0 {
 		o.WatchServerEvents = 1000000
+	}
+	if o.WatchServerBytes <= 0 {
+		o.WatchServerBytes = DefaultWatchServerBytes
 	}
 	return o
 }

@@ -10,6 +10,10 @@ import (
 	"revd/actors/watch"
 )
 
+// DefaultWatchServerBytes is Options.WatchServerBytes's default: 64 MiB of
+// watch responses queued for clients, server-wide.
+const DefaultWatchServerBytes = 64 << 20
+
 // grpcOverheadBytes is the room etcd leaves above --max-request-bytes for
 // gRPC's framing (MaxRequestBytesWithOverhead).
 const grpcOverheadBytes = 512 * 1024
@@ -41,7 +45,7 @@ func (s *Server) NewWatchStream(ctx context.Context, sink watch.Sink) *watch.Str
 // startWatch spawns the watch hub, which follows the commit feed while it
 // has watchers.
 func (s *Server) startWatch() error {
-	s.watchBudget = &watch.Budget{Limit: s.opts.WatchServerEvents}
+	s.watchBudget = &watch.Budget{Limit: s.opts.WatchServerEvents, LimitBytes: s.opts.WatchServerBytes}
 	s.watchStats = &watch.Stats{}
 	s.hub = watch.StartHub(s.system, watch.HubOptions{
 		Stats:      s.watchStats,

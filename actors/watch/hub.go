@@ -51,6 +51,11 @@ type HubOptions struct {
 	// for the watcher, that one catch-up response holds. Default 1000
 	// (etcd's watchBatchMaxRevs).
 	MaxRevsPerResponse int
+	// MaxBytesPerResponse bounds the events' keys and values (previous
+	// ones too) that one catch-up response holds: it holds no further
+	// revision once past it. Default DefaultMaxBytesPerResponse; negative:
+	// no bound, as etcd.
+	MaxBytesPerResponse int64
 	// MaxWatchersPerSync bounds the watchers caught up in one round.
 	// Default 512 (etcd's maxWatchersPerSync).
 	MaxWatchersPerSync int
@@ -73,6 +78,9 @@ type HubOptions struct {
 	// Stats, if set, is kept current with the hub's watcher counts.
 	Stats *Stats
 }
+
+// DefaultMaxBytesPerResponse is HubOptions.MaxBytesPerResponse's default.
+const DefaultMaxBytesPerResponse = 1 << 20
 
 // Hub is the actor owning every watcher; see the package doc.
 type Hub struct {
@@ -111,6 +119,12 @@ func NewHub(opts HubOptions) *Hub {
 	}
 	if opts.MaxRevsPerResponse <= 0 {
 		opts.MaxRevsPerResponse = 1000
+	}
+	switch {
+	case opts.MaxBytesPerResponse == 0:
+		opts.MaxBytesPerResponse = DefaultMaxBytesPerResponse
+	case opts.MaxBytesPerResponse < 0:
+		opts.MaxBytesPerResponse = 0
 	}
 	if opts.MaxWatchersPerSync <= 0 {
 		opts.MaxWatchersPerSync = 512

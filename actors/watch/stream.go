@@ -25,9 +25,9 @@ type Sink interface {
 	Send(*pb.WatchResponse) error
 }
 
-// BatchSink is a Sink that can send several responses at once (grpcwire's
-// streams can: see grpcwire.MultiSender). The stream hands it every
-// response it has queued, in order, up to maxBatch at a time.
+// BatchSink is a Sink that can send several responses at once (the gRPC
+// front door's encodes a batch's shared events once). The stream hands it
+// every response it has queued, in order, up to maxBatch at a time.
 type BatchSink interface {
 	Sink
 	SendBatch([]*pb.WatchResponse) error
@@ -36,17 +36,41 @@ type BatchSink interface {
 // maxBatch bounds the responses given to one SendBatch call.
 const maxBatch = 128
 
-// Budget bounds the events buffered for clients across every stream of a
-// server. A stream that would go over it (or over its own bound) gets no
-// more responses from the hub: its watchers fall behind (become unsynced)
-// and are caught up from the journal once it drains.
+// Budget bounds what is buffered for clients across every stream of a
+// server: events (Limit) and bytes (LimitBytes: the keys and values of the
+// events, their previous values included, see responseBytes), queued or
+// being sent. A stream that would go over either (or over its own bound)
+// gets no more responses from the hub: its watchers fall behind (become
+// unsynced) and are caught up from the journal once it drains. A stream
+// with nothing buffered still takes one response, however large, so that
+// no watcher waits forever on the others: beyond the limits, the budget
+// holds at most one response per stream, and a stalled client (which does
+// not read, so never drains) at most the one it holds. Zero limits: none.
 type Budget struct {
-	Limit int64
-	used  atomic.Int64
+	Limit, LimitBytes int64
+	used, usedBytes   atomic.Int64
 }
 
 // Used is the number of events buffered now.
 func (b *Budget) Used() int64 { return b.used.Load() }
+
+// UsedBytes is the number of bytes buffered now.
+func (b *Budget) UsedBytes() int64 { return b.usedBytes.Load() }
+
+// eventOverhead is what responseBytes counts for an event besides its keys
+// and values: the event's and pairs' other fields, the message framing.
+const eventOverhead = 64
+
+// responseBytes is the size a response counts for in a Budget: its events'
+// keys and values (previous ones too) and eventOverhead each, the size of
+// its encoding give or take a few bytes per event, without encoding it.
+func responseBytes(r *pb.WatchResponse) int64 {
+	n := int64(eventOverhead)
+	for _, ev := range r.Events {
+		n += eventBytes(ev)
+	}
+	return n
+}
 
 // StreamOptions configure NewStream. Hub, Root, Sink, Rev and HubRev are
 // required (HubRef.NewStream sets Hub, Root and HubRev).
@@ -97,7 +121,8 @@ type Stream struct {
 	mu       sync.Mutex
 	cond     sync.Cond
 	queue    []item
-	pending  int64 // events queued
+	pending  int64 // events queued or being sent
+	pendingB int64 // their bytes (responseBytes)
 	closed   bool
 	watchers map[int64]*watcher
 	nextID   int64
@@ -123,6 +148,7 @@ type item struct {
 	w      *watcher // nil for control responses
 	resp   *pb.WatchResponse
 	events int64
+	bytes  int64
 }
 
 // NewStream returns a stream; run its sender with Run.
@@ -386,20 +412,25 @@ func (s *Stream) sendItems(items []item) error {
 func (s *Stream) enqueueLocked(it item) {
 	s.queue = append(s.queue, it)
 	s.pending += it.events
+	s.pendingB += it.bytes
 	if s.opts.Budget != nil {
 		s.opts.Budget.used.Add(it.events)
+		s.opts.Budget.usedBytes.Add(it.bytes)
 	}
 	s.cond.Signal()
 }
 
 func (s *Stream) release(items []item) {
-	var n int64
+	var n, b int64
 	for _, it := range items {
 		n += it.events
+		b += it.bytes
 	}
 	s.pending -= n
+	s.pendingB -= b
 	if s.opts.Budget != nil {
 		s.opts.Budget.used.Add(-n)
+		s.opts.Budget.usedBytes.Add(-b)
 	}
 }
 
@@ -407,18 +438,22 @@ func (s *Stream) release(items []item) {
 func (s *Stream) hasRoom() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.roomLocked(1)
+	return s.roomLocked(1, 1)
 }
 
-func (s *Stream) roomLocked(n int64) bool {
-	if s.closed {
+// roomLocked reports whether the stream takes a response of n events and
+// size bytes: always if it has nothing buffered (see Budget).
+func (s *Stream) roomLocked(n, size int64) bool {
+	if s.closed || s.pending == 0 && s.pendingB == 0 {
 		return true
 	}
-	if s.pending > 0 && s.pending+n > s.opts.MaxPendingEvents {
+	if s.pending+n > s.opts.MaxPendingEvents {
 		return false
 	}
-	if b := s.opts.Budget; b != nil && b.Limit > 0 && s.pending > 0 && b.used.Load()+n > b.Limit {
-		return false
+	if b := s.opts.Budget; b != nil {
+		if b.Limit > 0 && b.used.Load()+n > b.Limit || b.LimitBytes > 0 && b.usedBytes.Load()+size > b.LimitBytes {
+			return false
+		}
 	}
 	return true
 }
@@ -427,16 +462,16 @@ func (s *Stream) roomLocked(n int64) bool {
 // with nothing queued always takes one response, however large, so a big
 // revision cannot stall a watcher forever.
 func (s *Stream) offer(w *watcher, resp *pb.WatchResponse) bool {
-	n := max(int64(len(resp.Events)), 1)
+	n, size := max(int64(len(resp.Events)), 1), responseBytes(resp)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || w.canceled.Load() {
 		return true
 	}
-	if !s.roomLocked(n) {
+	if !s.roomLocked(n, size) {
 		return false
 	}
-	s.enqueueLocked(item{w: w, resp: resp, events: n})
+	s.enqueueLocked(item{w: w, resp: resp, events: n, bytes: size})
 	s.queuedRev = max(s.queuedRev, resp.Header.Revision)
 	return true
 }

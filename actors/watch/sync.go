@@ -13,7 +13,8 @@ import (
 // batch that may span rounds; as etcd's syncWatchers (watchBatchMaxRevs),
 // a batch holds at most MaxRevsPerResponse revisions that have events for
 // the watcher, whole, in order, counted before the watcher's filters drop
-// any. A batch goes out as one response, with the hub's revision in the
+// any (and, unlike etcd's, at most MaxBytesPerResponse of events, give or
+// take its last revision). A batch goes out as one response, with the hub's revision in the
 // header, when it is full (the watcher stays unsynced, from the next
 // revision with its events) or when the watcher has read up to the hub's
 // revision (it then joins the synced set). A batch whose events the filters
@@ -84,7 +85,7 @@ func (h *Hub) syncRound() bool {
 	collect := func(rev int64, ev *mvccpb.Event) {
 		g.match(ev.Kv.Key, func(w *watcher) {
 			if w.next <= rev && w.more == 0 {
-				w.catchUp(rev, ev, h.opts.MaxRevsPerResponse, func() *mvccpb.Event { return h.withPrev(w, ev, rev) })
+				w.catchUp(rev, ev, h.opts.MaxRevsPerResponse, h.opts.MaxBytesPerResponse, func() *mvccpb.Event { return h.withPrev(w, ev, rev) })
 			}
 		})
 	}
@@ -105,7 +106,7 @@ func (h *Hub) syncRound() bool {
 		// A watcher further along than this round's range got nothing
 		// from it and keeps its place.
 		next := max(w.next, to+1)
-		full := w.more != 0 || w.revs == h.opts.MaxRevsPerResponse
+		full := w.more != 0 || w.full(h.opts.MaxRevsPerResponse, h.opts.MaxBytesPerResponse)
 		if w.more != 0 {
 			next = w.more // the first revision left out of a full batch
 		}

@@ -35,23 +35,28 @@ type watcher struct {
 	scratch    []*mvccpb.Event // deliverLive's events for this watcher
 
 	// The catch-up batch of an unsynced watcher (sync.go), gathered over
-	// one or more sync rounds: the events it wants, from caughtFrom on;
-	// revs revisions with events of its keys, the last one last; more is
-	// the first revision left out of a full batch (0: not full).
-	caught     []*mvccpb.Event
-	caughtFrom int64
-	revs       int
-	last, more int64
+	// one or more sync rounds: the events it wants, from caughtFrom on,
+	// caughtBytes of them (eventBytes); revs revisions with events of its
+	// keys, the last one last; more is the first revision left out of a
+	// full batch (0: not full).
+	caught      []*mvccpb.Event
+	caughtFrom  int64
+	caughtBytes int64
+	revs        int
+	last, more  int64
 }
 
 // catchUp adds the event ev of revision rev, of one of w's keys, to w's
 // catch-up batch, as etcd's eventBatch.add does: a batch holds at most
-// maxRevs revisions; the first one beyond marks it full. Events w's
-// filters drop count towards the revisions but are not kept; withPrev
-// gives the event as w wants it.
-func (w *watcher) catchUp(rev int64, ev *mvccpb.Event, maxRevs int, withPrev func() *mvccpb.Event) {
+// maxRevs revisions; the first one beyond marks it full. Unlike etcd, a
+// batch is full too once its events hold maxBytes (a revision is never
+// split: the last one may take it past): large values catch up in more
+// responses, not in one of any size. Events w's filters drop count
+// towards the revisions but are not kept; withPrev gives the event as w
+// wants it.
+func (w *watcher) catchUp(rev int64, ev *mvccpb.Event, maxRevs int, maxBytes int64, withPrev func() *mvccpb.Event) {
 	if rev != w.last {
-		if w.revs == maxRevs {
+		if w.full(maxRevs, maxBytes) {
 			w.more = rev
 			return
 		}
@@ -62,8 +67,28 @@ func (w *watcher) catchUp(rev int64, ev *mvccpb.Event, maxRevs int, withPrev fun
 		w.last = rev
 	}
 	if w.wants(ev) {
-		w.caught = append(w.caught, withPrev())
+		e := withPrev()
+		w.caught = append(w.caught, e)
+		w.caughtBytes += eventBytes(e)
 	}
+}
+
+// full reports whether w's catch-up batch takes no further revision.
+func (w *watcher) full(maxRevs int, maxBytes int64) bool {
+	return w.revs == maxRevs || maxBytes > 0 && w.caughtBytes >= maxBytes
+}
+
+// eventBytes is what an event counts for in a catch-up batch, as in a
+// Budget (responseBytes).
+func eventBytes(ev *mvccpb.Event) int64 {
+	n := int64(eventOverhead)
+	if ev.Kv != nil {
+		n += int64(len(ev.Kv.Key) + len(ev.Kv.Value))
+	}
+	if ev.PrevKv != nil {
+		n += int64(len(ev.PrevKv.Key) + len(ev.PrevKv.Value))
+	}
+	return n
 }
 
 // rewind drops w's catch-up batch, if it holds one, so that it is read
@@ -77,7 +102,7 @@ func (w *watcher) rewind() {
 
 // resetCatchUp empties w's catch-up batch.
 func (w *watcher) resetCatchUp() {
-	w.caught, w.caughtFrom, w.revs, w.last, w.more = nil, 0, 0, 0, 0
+	w.caught, w.caughtFrom, w.caughtBytes, w.revs, w.last, w.more = nil, 0, 0, 0, 0, 0
 }
 
 func (w *watcher) wants(ev *mvccpb.Event) bool {

@@ -289,7 +289,7 @@ func grpcWatchers(srv *server.Server, cfg config, key []byte, cur *atomic.Pointe
 	if err != nil {
 		return nil, err
 	}
-	gs := grpcapi.NewWire(srv, grpcapi.Options{})
+	gs := grpcapi.New(srv, grpcapi.Options{})
 	go gs.Serve(ln) //nolint:errcheck // ends with Stop
 	ctx, cancel := context.WithCancel(context.Background())
 	var conns []*grpc.ClientConn

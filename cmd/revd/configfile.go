@@ -95,7 +95,7 @@ type fileConfig struct {
 	NATSTLSKey        string `json:"nats-tls-key"`
 	NATSSubjectPrefix string `json:"nats-subject-prefix"`
 	Pprof             string `json:"pprof"`
-	GRPCServer        string `json:"grpc-server"`
+	MaxWatchQueue     int64  `json:"max-watch-queue-bytes"`
 }
 
 // socketOptions is etcd's socket-options.

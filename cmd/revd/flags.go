@@ -26,12 +26,6 @@ import (
 // defaultProgressInterval is etcd's default --watch-progress-notify-interval.
 const defaultProgressInterval = 10 * time.Minute
 
-// The --grpc-server values.
-const (
-	grpcServerWire = "wire"
-	grpcServerGo   = "grpc-go"
-)
-
 type config struct {
 	dataDir         string
 	clientURLs      []*url.URL
@@ -53,7 +47,6 @@ type config struct {
 	natsCluster     string   // --nats-cluster-listen: the embedded server's route address ("" off)
 	natsRoutes      []string // --nats-routes: the other members' route URLs
 	pprofAddr       string
-	grpcServer      string
 	autoCompaction  autocompact.Policy // nil: off
 	tls             clienttls.Options  // for the https:// client URLs
 	cluster         *clusterConfig     // the member's raft and peers
@@ -61,6 +54,7 @@ type config struct {
 	watchProgressInterval time.Duration
 	maxTxnOps             int
 	maxStreams            uint32
+	maxWatchQueueBytes    int64
 	keepaliveMinTime      time.Duration
 	keepaliveInterval     time.Duration
 	keepaliveTimeout      time.Duration
@@ -178,7 +172,6 @@ func newCommandLine(out io.Writer) *commandLine {
 	fs.StringVar(&cfg.pprofAddr, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); off when empty")
 	fs.StringVar(&c.compactMode, "auto-compaction-mode", "periodic", `how --auto-compaction-retention is read: "periodic" (a duration; a plain number is hours) or "revision" (a number of revisions)`)
 	fs.StringVar(&c.compactRetention, "auto-compaction-retention", "0", "history kept by automatic compaction (see --auto-compaction-mode); 0 turns it off")
-	fs.StringVar(&cfg.grpcServer, "grpc-server", grpcServerWire, `gRPC implementation: "wire" (revd's own, package gateway/grpcwire) or "grpc-go" (google.golang.org/grpc's server)`)
 	fs.StringVar(&cfg.tls.CertFile, "cert-file", "", "TLS certificate of the https:// client URLs (PEM; read again at every handshake)")
 	fs.StringVar(&cfg.tls.KeyFile, "key-file", "", "TLS key of the https:// client URLs (PEM)")
 	fs.StringVar(&cfg.tls.TrustedCAFile, "trusted-ca-file", "", "CA certificates that verify client certificates; setting it requires one from every client, as in etcd")
@@ -195,6 +188,7 @@ func newCommandLine(out io.Writer) *commandLine {
 	fs.DurationVar(&cfg.keepaliveMinTime, "grpc-keepalive-min-time", 5*time.Second, "shortest interval a client may ping at; closer pings are strikes, and the third ends its connection (0: gRPC's 5m)")
 	fs.DurationVar(&cfg.keepaliveInterval, "grpc-keepalive-interval", 2*time.Hour, "how long a client connection may stay silent before revd pings it (0 here or in --grpc-keepalive-timeout: gRPC's 2h and 20s)")
 	fs.DurationVar(&cfg.keepaliveTimeout, "grpc-keepalive-timeout", 20*time.Second, "how long revd waits for an answer to its ping before closing the connection")
+	fs.Int64Var(&cfg.maxWatchQueueBytes, "max-watch-queue-bytes", server.DefaultWatchServerBytes, "most bytes of watch responses (their keys and values) queued for clients across every watch stream; a slow watcher beyond it is caught up from the journal once its client reads again")
 	cfg.maxStreams = math.MaxUint32
 	fs.Var(uint32Flag{&cfg.maxStreams}, "max-concurrent-streams", "most streams a client may have open on one connection (default 4294967295)")
 	fs.BoolVar(&cfg.enablePprof, "enable-pprof", false, "serve net/http/pprof under /debug/pprof/ on the client URLs (as --log-level=debug does, as in etcd)")
@@ -273,8 +267,8 @@ func (c *commandLine) finish() (*config, error) {
 	if cfg.autoCompaction, err = compactionPolicy(c.compactMode, c.compactRetention); err != nil {
 		return nil, err
 	}
-	if cfg.grpcServer != grpcServerWire && cfg.grpcServer != grpcServerGo {
-		return nil, fmt.Errorf("--grpc-server: %q is not one of %s, %s", cfg.grpcServer, grpcServerWire, grpcServerGo)
+	if cfg.maxWatchQueueBytes <= 0 {
+		return nil, fmt.Errorf("--max-watch-queue-bytes must be positive, got %d", cfg.maxWatchQueueBytes)
 	}
 	if cfg.maxTxnOps <= 0 {
 		return nil, fmt.Errorf("--max-txn-ops must be positive, got %d", cfg.maxTxnOps)

@@ -91,6 +91,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		Logger:                log,
 		Feed:                  feed,
 		WatchProgressInterval: cfg.watchProgressInterval,
+		WatchServerBytes:      cfg.maxWatchQueueBytes,
 		OnAuthChange:          busUsers.Recheck,
 		Cluster:               cfg.cluster.ClusterOptions,
 		OnRemoved:             func() { removed(errRemoved) },
@@ -118,7 +119,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	}
 	defer svc.Stop()
 
-	gs := newGRPC(cfg, srv, rpcStats, log)
+	gs := newGRPC(cfg, srv, rpcStats)
 	// etcd's JSON gateway calls the gRPC API as a client would, over an
 	// in-process connection: no port, no TLS, no client certificate.
 	gwLn := bufconn.Listen(1 << 20)
@@ -260,27 +261,15 @@ func compactFunc(srv *server.Server) func(context.Context, int64) (bool, error) 
 	}
 }
 
-// grpcServer is what serve needs of either gRPC server.
-type grpcServer interface {
-	grpc.ServiceRegistrar
-	Serve(net.Listener) error
-	GracefulStop()
-	Stop()
-}
-
-// newGRPC returns the gRPC front door --grpc-server names.
-func newGRPC(cfg *config, srv *server.Server, stats *grpcstats.Stats, log *slog.Logger) grpcServer {
-	opts := grpcapi.Options{MaxRequestBytes: cfg.maxRequestBytes, Logger: log.With("component", "grpc"), Stats: stats,
+// newGRPC returns the gRPC front door.
+func newGRPC(cfg *config, srv *server.Server, stats *grpcstats.Stats) *grpc.Server {
+	return grpcapi.New(srv, grpcapi.Options{MaxRequestBytes: cfg.maxRequestBytes, Stats: stats,
 		MaxConcurrentStreams: cfg.maxStreams, KeepaliveMinTime: cfg.keepaliveMinTime,
-		KeepaliveInterval: cfg.keepaliveInterval, KeepaliveTimeout: cfg.keepaliveTimeout}
-	if cfg.grpcServer == grpcServerGo {
-		return grpcapi.New(srv, opts)
-	}
-	return grpcapi.NewWire(srv, opts)
+		KeepaliveInterval: cfg.keepaliveInterval, KeepaliveTimeout: cfg.keepaliveTimeout})
 }
 
 // stopGRPC lets in-flight calls finish for a moment, then cuts the rest.
-func stopGRPC(gs grpcServer) {
+func stopGRPC(gs *grpc.Server) {
 	done := make(chan struct{})
 	go func() { gs.GracefulStop(); close(done) }()
 	select {

@@ -7,9 +7,9 @@
 // served without a restart), a trusted CA file alone already requires client
 // certificates, and a revoked client certificate fails the handshake.
 //
-// One thing differs, because revd serves gRPC with its own HTTP/2 server
-// (gateway/grpcwire) rather than net/http's: the protocol a connection
-// negotiates (ALPN) decides which server it reaches. A client that offers
+// One thing differs, because revd serves gRPC on grpc-go's own HTTP/2
+// transport (grpc.Server.Serve) rather than through net/http's (etcd's
+// ServeHTTP): the protocol a connection negotiates (ALPN) decides which server it reaches. A client that offers
 // only "h2" (every gRPC client) gets HTTP/2 and gRPC; a client that also
 // offers "http/1.1" (curl, browsers, Go's http.Client) gets HTTP/1.1 and the
 // HTTP endpoints (/health, /version, etcd's JSON gateway). etcd negotiates

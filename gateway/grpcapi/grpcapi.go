@@ -1,8 +1,7 @@
 // Package grpcapi is revd's etcd front door: a gRPC server that speaks
-// etcd 3.7's API (package etcdserverpb) on top of a server.Server. NewWire
-// serves it with revd's own gRPC server (package grpcwire, the default of
-// the revd command), New with google.golang.org/grpc's; both register the
-// same handlers.
+// etcd 3.7's API (package etcdserverpb) on top of a server.Server, served
+// by google.golang.org/grpc, the gRPC server etcd itself runs (see New for
+// the options it is given, and docs/grpc.md).
 //
 // Served: KV (Range, Put, DeleteRange, Txn, Compact, RangeStream), Watch
 // (watch.go), Lease (lease.go: grant, revoke, keep-alive, time-to-live,
@@ -19,20 +18,17 @@ package grpcapi
 
 import (
 	"context"
-	"log/slog"
 	"math"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
-	_ "google.golang.org/grpc/encoding/gzip" // as etcd: --grpc-server grpc-go then takes gzip calls, as grpcwire does
+	_ "google.golang.org/grpc/encoding/gzip" // as etcd, whose server links it: gzip calls are served
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/protobuf/proto"
 
 	"revd/gateway/grpcstats"
-	"revd/gateway/grpcwire"
 	"revd/server"
 )
 
@@ -44,6 +40,23 @@ const grpcOverheadBytes = 512 * 1024
 // the 100-200 concurrent calls of a busy server.
 const streamWorkers = 256
 
+// The HTTP/2 settings New gives grpc-go beyond etcd's (see docs/limits.md).
+const (
+	// streamWindowBytes is each stream's receive window, fixed: grpc-go's
+	// default size, without the bandwidth estimator that grows every
+	// stream's window (up to 16 MiB) for a client that sends fast, which
+	// lets a client that opens many streams have as many 16 MiB windows
+	// buffered. A message larger than the window still arrives whole:
+	// grpc-go widens a stream's window to the message it is reading.
+	streamWindowBytes = 64 << 10
+	// connWindowBytes is the connection's receive window.
+	connWindowBytes = 1 << 20
+	// maxHeaderListBytes bounds a call's request headers (grpc-go's
+	// default is 16 MiB, read whole before the call is refused; net/http's
+	// is 1 MiB).
+	maxHeaderListBytes = 1 << 20
+)
+
 // Options configure New.
 type Options struct {
 	// MaxRequestBytes is the server's request limit (etcd's
@@ -51,9 +64,6 @@ type Options struct {
 	// as etcd does, and the server refuses larger write requests with
 	// etcd's "request is too large". Default server.DefaultMaxRequestBytes.
 	MaxRequestBytes int
-	// Logger gets NewWire's connection errors at debug level. Default:
-	// discard.
-	Logger *slog.Logger
 	// Stats, if set, counts every call (gateway/grpcstats).
 	Stats *grpcstats.Stats
 	// MaxConcurrentStreams is the most streams a client may open on a
@@ -65,7 +75,28 @@ type Options struct {
 	// KeepaliveMinTime, or a zero interval or timeout, leaves grpc-go's
 	// defaults (5 minutes; 2 hours and 20 seconds).
 	KeepaliveMinTime, KeepaliveInterval, KeepaliveTimeout time.Duration
+	// StallAfter is how long a write to a connection may wait for its
+	// client to make room before the guard stops reading the connection
+	// and holds its calls (guard.go). Default DefaultStallAfter.
+	StallAfter time.Duration
+	// MaxExcessResets is how many more calls a client may reset than the
+	// server ended on a connection before the guard closes it (guard.go).
+	// Default DefaultMaxExcessResets.
+	MaxExcessResets int
+	// MaxUnsentBytes is how many bytes of unary answers may wait for a
+	// connection's writer before further answers wait to be encoded
+	// (guard.go). Default DefaultMaxUnsentBytes.
+	MaxUnsentBytes int64
+	// Now is the guard's clock. Default time.Now.
+	Now func() time.Time
 }
+
+// Defaults of Options.
+const (
+	DefaultStallAfter      = time.Millisecond
+	DefaultMaxExcessResets = 1000
+	DefaultMaxUnsentBytes  = 16 << 20
+)
 
 // keepaliveParams reports the server keepalive parameters to apply, as
 // etcd's embed package decides: both or neither.
@@ -76,16 +107,36 @@ func (o Options) keepaliveParams() (interval, timeout time.Duration, ok bool) {
 	return 0, 0, false
 }
 
-// New returns a gRPC server serving srv.
+// New returns a gRPC server serving srv: grpc-go with etcd's options
+// (message sizes, stream limit, keepalive), and, against clients that
+// would have it hold unbounded memory, fixed receive windows, a bound on
+// request headers and the connection guard (guard.go); see docs/limits.md.
 func New(srv *server.Server, opts Options) *grpc.Server {
 	if opts.MaxRequestBytes <= 0 {
 		opts.MaxRequestBytes = server.DefaultMaxRequestBytes
 	}
+	if opts.StallAfter <= 0 {
+		opts.StallAfter = DefaultStallAfter
+	}
+	if opts.MaxExcessResets <= 0 {
+		opts.MaxExcessResets = DefaultMaxExcessResets
+	}
+	if opts.MaxUnsentBytes <= 0 {
+		opts.MaxUnsentBytes = DefaultMaxUnsentBytes
+	}
+	g := newGuard(opts)
 	gopts := []grpc.ServerOption{
-		grpc.Creds(tlsPeer{}),
+		grpc.Creds(tlsPeer{guard: g}),
+		grpc.ForceServerCodecV2(newCodec()),
 		grpc.MaxRecvMsgSize(opts.MaxRequestBytes + grpcOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
+		grpc.InitialWindowSize(streamWindowBytes),
+		grpc.InitialConnWindowSize(connWindowBytes),
+		grpc.MaxHeaderListSize(maxHeaderListBytes),
+		// A connection's write buffer is taken from a pool for each
+		// write and given back: idle connections hold none.
+		grpc.SharedWriteBuffer(true),
 		// Run calls on long-lived goroutines whose stacks stay grown: a
 		// call on a fresh goroutine grows its stack by copying, which cost
 		// about a tenth of the server's CPU under 100 concurrent writers
@@ -93,8 +144,10 @@ func New(srv *server.Server, opts Options) *grpc.Server {
 		// are clients). Calls beyond the workers get a goroutine of their
 		// own, as without the option.
 		grpc.NumStreamWorkers(streamWorkers),
-		grpc.ChainUnaryInterceptor(opts.Stats.UnaryInterceptor()),
-		grpc.ChainStreamInterceptor(opts.Stats.StreamInterceptor()),
+		grpc.InTapHandle(g.tap),
+		// Counted first, as etcd's interceptors count every call.
+		grpc.ChainUnaryInterceptor(opts.Stats.UnaryInterceptor(), g.unary),
+		grpc.ChainStreamInterceptor(opts.Stats.StreamInterceptor(), g.stream),
 	}
 	if opts.KeepaliveMinTime > 0 {
 		gopts = append(gopts, grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.KeepaliveMinTime, PermitWithoutStream: false}))
@@ -105,30 +158,6 @@ func New(srv *server.Server, opts Options) *grpc.Server {
 	gs := grpc.NewServer(gopts...)
 	register(grpcstats.Registrar(gs, opts.Stats), srv)
 	return gs
-}
-
-// NewWire returns revd's own gRPC server (package grpcwire) serving srv:
-// the same services as New, with Put, DeleteRange and writing Txns started
-// without a goroutine each (server.StartWrite).
-func NewWire(srv *server.Server, opts Options) *grpcwire.Server {
-	if opts.MaxRequestBytes <= 0 {
-		opts.MaxRequestBytes = server.DefaultMaxRequestBytes
-	}
-	wopts := grpcwire.Options{MaxRecvMsgSize: opts.MaxRequestBytes + grpcOverheadBytes, Logger: opts.Logger, Stats: opts.Stats,
-		MaxConcurrentStreams: opts.MaxConcurrentStreams, KeepaliveMinTime: opts.KeepaliveMinTime,
-		PassMetadata: []string{server.ForwardedCallerKey}}
-	if interval, timeout, ok := opts.keepaliveParams(); ok {
-		wopts.KeepaliveTime, wopts.KeepaliveTimeout = interval, timeout
-	}
-	ws := grpcwire.NewServer(wopts)
-	register(ws, srv)
-	start := func(ctx context.Context, req proto.Message, done func(proto.Message, error)) bool {
-		return srv.StartWrite(ctx, req, done)
-	}
-	ws.HandleAsync(pb.KV_Put_FullMethodName, func() proto.Message { return new(pb.PutRequest) }, start)
-	ws.HandleAsync(pb.KV_DeleteRange_FullMethodName, func() proto.Message { return new(pb.DeleteRangeRequest) }, start)
-	ws.HandleAsync(pb.KV_Txn_FullMethodName, func() proto.Message { return new(pb.TxnRequest) }, start)
-	return ws
 }
 
 // register puts revd's services on r.

@@ -19,16 +19,19 @@ import (
 // credentials.TLSInfo, where etcd's auth store finds a client certificate's
 // common name. A connection that is not TLS gets no AuthInfo, as grpc-go's
 // insecure credentials would make no TLSInfo.
-type tlsPeer struct{}
+//
+// Every connection is handed to grpc-go wrapped for the connection guard
+// (guard.go).
+type tlsPeer struct{ guard *guard }
 
 var errClientSide = errors.New("grpcapi: tlsPeer serves; it dials nothing")
 
-func (tlsPeer) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
+func (p tlsPeer) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	if tc, ok := netconn.Under[*tls.Conn](c); ok {
-		return c, credentials.TLSInfo{State: tc.ConnectionState(),
+		return p.guard.wrap(c), credentials.TLSInfo{State: tc.ConnectionState(),
 			CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}, nil
 	}
-	return c, nil, nil
+	return p.guard.wrap(c), nil, nil
 }
 
 func (tlsPeer) ClientHandshake(context.Context, string, net.Conn) (net.Conn, credentials.AuthInfo, error) {
@@ -38,5 +41,5 @@ func (tlsPeer) ClientHandshake(context.Context, string, net.Conn) (net.Conn, cre
 func (tlsPeer) Info() credentials.ProtocolInfo {
 	return credentials.ProtocolInfo{SecurityProtocol: "tls"}
 }
-func (tlsPeer) Clone() credentials.TransportCredentials { return tlsPeer{} }
-func (tlsPeer) OverrideServerName(string) error         { return nil }
+func (p tlsPeer) Clone() credentials.TransportCredentials { return p }
+func (tlsPeer) OverrideServerName(string) error           { return nil }

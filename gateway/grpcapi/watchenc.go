@@ -1,21 +1,18 @@
 package grpcapi
 
 import (
-	"encoding/binary"
-
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
-// watchEncoder writes watch responses in gRPC's framing, byte for byte as
-// proto.Marshal encodes them, but encodes each event and each header once
-// per batch rather than once per response: the hub gives every watcher of a
-// revision the same event values (and watchers with the same single event
-// the same slice), so a stream with many watchers on a key sends the same
-// event bytes many times over, which marshalling each response anew
-// recomputed every time.
+// watchEncoder encodes watch responses byte for byte as proto.Marshal
+// does, but encodes each event and each header once per batch rather than
+// once per response: the hub gives every watcher of a revision the same
+// event values (and watchers with the same single event the same slice),
+// so a stream with many watchers on a key sends the same event bytes many
+// times over, which marshalling each response anew recomputed every time.
 //
 // A WatchResponse's fields are, in number order: header (1), watch_id (2),
 // created (3), canceled (4), compact_revision (5), cancel_reason (6),
@@ -28,6 +25,8 @@ type watchEncoder struct {
 	hdr    pb.ResponseHeader
 	hdrB   []byte // hdr's encoding, when hasHdr
 	hasHdr bool
+	// scratch holds encodePlain's event encodings.
+	scratch [][]byte
 }
 
 type encodedEvent struct {
@@ -45,21 +44,12 @@ func (e *watchEncoder) reset() {
 	e.events = e.events[:0]
 }
 
-// append appends r, framed, to dst.
-func (e *watchEncoder) append(dst []byte, r *pb.WatchResponse) ([]byte, error) {
-	start := len(dst)
-	dst = append(dst, 0, 0, 0, 0, 0)
-	var err error
-	if plainWatchResponse(r) {
-		dst, err = e.appendPlain(dst, r)
-	} else {
-		dst, err = proto.MarshalOptions{}.MarshalAppend(dst, r)
+// encode returns r's encoding, in a slice of its own.
+func (e *watchEncoder) encode(r *pb.WatchResponse) ([]byte, error) {
+	if !plainWatchResponse(r) {
+		return proto.Marshal(r)
 	}
-	if err != nil {
-		return dst[:start], err
-	}
-	binary.BigEndian.PutUint32(dst[start+1:start+5], uint32(len(dst)-start-5))
-	return dst, nil
+	return e.encodePlain(r)
 }
 
 // plainWatchResponse reports whether r has nothing but a header, a watch
@@ -80,12 +70,32 @@ func plainWatchResponse(r *pb.WatchResponse) bool {
 	return true
 }
 
-func (e *watchEncoder) appendPlain(dst []byte, r *pb.WatchResponse) ([]byte, error) {
+// encodePlain encodes a response plainWatchResponse accepts from its
+// parts, the cached ones as they are, into a slice of exactly its size.
+func (e *watchEncoder) encodePlain(r *pb.WatchResponse) ([]byte, error) {
+	var hb []byte
+	size := 0
 	if r.Header != nil {
-		hb, err := e.header(r.Header)
-		if err != nil {
-			return dst, err
+		var err error
+		if hb, err = e.header(r.Header); err != nil {
+			return nil, err
 		}
+		size += 1 + protowire.SizeBytes(len(hb))
+	}
+	if r.WatchId != 0 {
+		size += 1 + protowire.SizeVarint(uint64(r.WatchId))
+	}
+	e.scratch = e.scratch[:0]
+	for _, ev := range r.Events {
+		eb, err := e.event(ev)
+		if err != nil {
+			return nil, err
+		}
+		e.scratch = append(e.scratch, eb)
+		size += 1 + protowire.SizeBytes(len(eb))
+	}
+	dst := make([]byte, 0, size)
+	if r.Header != nil {
 		dst = protowire.AppendTag(dst, 1, protowire.BytesType)
 		dst = protowire.AppendBytes(dst, hb)
 	}
@@ -93,14 +103,11 @@ func (e *watchEncoder) appendPlain(dst []byte, r *pb.WatchResponse) ([]byte, err
 		dst = protowire.AppendTag(dst, 2, protowire.VarintType)
 		dst = protowire.AppendVarint(dst, uint64(r.WatchId))
 	}
-	for _, ev := range r.Events {
-		eb, err := e.event(ev)
-		if err != nil {
-			return dst, err
-		}
+	for _, eb := range e.scratch {
 		dst = protowire.AppendTag(dst, 11, protowire.BytesType)
 		dst = protowire.AppendBytes(dst, eb)
 	}
+	clear(e.scratch)
 	return dst, nil
 }
 

@@ -1,9 +1,8 @@
 // Package grpcstats counts gRPC calls the way go-grpc-prometheus counts
 // them for etcd (grpc_server_started_total, grpc_server_handled_total,
 // grpc_server_msg_received_total, grpc_server_msg_sent_total): per method,
-// and per status code for the calls handled. Both of revd's gRPC servers
-// feed it (grpcwire through its hooks, grpc-go through interceptors), and
-// gateway/metrics reports it.
+// and per status code for the calls handled. The gRPC server feeds it
+// through interceptors, and gateway/metrics reports it.
 //
 // Every registered method is known from the start, with zero counts, as
 // go-grpc-prometheus pre-registers them; counting is a few atomic adds per

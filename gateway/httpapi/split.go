@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"container/list"
 	"errors"
 	"io"
 	"net"
@@ -18,12 +19,15 @@ type SplitOptions struct {
 	// connection that sends too little in time is closed. Default 10s.
 	SniffTimeout time.Duration
 	// MaxSniffing bounds the new connections whose first bytes are awaited
-	// at once; past it, accepting waits (connections queue in the
-	// kernel's backlog). Default 1024.
+	// at once. A connection accepted past it closes the one that has been
+	// waiting longest: accepting never waits, so connections that never
+	// say anything cannot lock new clients out (they send their first
+	// bytes at once and are handed on). Default 1024.
 	MaxSniffing int
 	// Rejected, if set, is told of each connection closed because reading
-	// its first bytes failed other than by a clean close: a failed TLS
-	// handshake, say, which is what it is there for.
+	// its first bytes failed other than by a clean close (or by making
+	// room for a newer connection): a failed TLS handshake, say, which is
+	// what it is there for.
 	Rejected func(remote net.Addr, err error)
 }
 
@@ -37,8 +41,8 @@ func Split(ln net.Listener, opts SplitOptions) (grpc, http net.Listener) {
 	if opts.MaxSniffing <= 0 {
 		opts.MaxSniffing = 1024
 	}
-	s := &splitter{ln: ln, timeout: opts.SniffTimeout, rejected: opts.Rejected, done: make(chan struct{}),
-		slots: make(chan struct{}, opts.MaxSniffing), sniffing: map[net.Conn]struct{}{}}
+	s := &splitter{ln: ln, timeout: opts.SniffTimeout, max: opts.MaxSniffing, rejected: opts.Rejected,
+		done: make(chan struct{}), sniffing: map[net.Conn]*list.Element{}}
 	s.h2 = &side{s: s, conns: make(chan net.Conn)}
 	s.h1 = &side{s: s, conns: make(chan net.Conn)}
 	go s.acceptLoop()
@@ -48,28 +52,24 @@ func Split(ln net.Listener, opts SplitOptions) (grpc, http net.Listener) {
 type splitter struct {
 	ln       net.Listener
 	timeout  time.Duration
+	max      int
 	rejected func(net.Addr, error)
 	h2, h1   *side
 
 	once sync.Once
 	done chan struct{} // closed when either side is closed or ln fails
 
-	slots    chan struct{} // one per connection being sniffed
 	mu       sync.Mutex
-	sniffing map[net.Conn]struct{} // closed by stop
+	order    list.List                  // of the connections being sniffed, oldest first
+	sniffing map[net.Conn]*list.Element // their places in order; closed by stop
+	evicted  map[net.Conn]struct{}      // closed to make room, not to be reported
 }
 
 func (s *splitter) acceptLoop() {
 	var delay time.Duration
 	for {
-		select {
-		case s.slots <- struct{}{}:
-		case <-s.done:
-			return
-		}
 		c, err := s.ln.Accept()
 		if err != nil {
-			<-s.slots
 			if errors.Is(err, net.ErrClosed) {
 				s.stop()
 				return
@@ -90,11 +90,21 @@ func (s *splitter) acceptLoop() {
 		case <-s.done:
 			s.mu.Unlock()
 			c.Close()
-			<-s.slots
 			continue
 		default:
 		}
-		s.sniffing[c] = struct{}{}
+		if s.order.Len() >= s.max {
+			// Make room: the connection waiting longest goes (its route
+			// goroutine sees it closed and ends).
+			oldest := s.order.Remove(s.order.Front()).(net.Conn)
+			delete(s.sniffing, oldest)
+			if s.evicted == nil {
+				s.evicted = map[net.Conn]struct{}{}
+			}
+			s.evicted[oldest] = struct{}{}
+			oldest.Close()
+		}
+		s.sniffing[c] = s.order.PushBack(c)
 		s.mu.Unlock()
 		go s.route(c)
 	}
@@ -105,11 +115,20 @@ func (s *splitter) acceptLoop() {
 // read again. A connection that closes or stays silent while what it sent
 // still matches the preface is closed.
 func (s *splitter) route(c net.Conn) {
-	sniffed := func() {
+	// sniffed takes c off the list; it reports false if c was closed to
+	// make room for a newer connection.
+	sniffed := func() bool {
 		s.mu.Lock()
-		delete(s.sniffing, c)
-		s.mu.Unlock()
-		<-s.slots
+		defer s.mu.Unlock()
+		if _, ok := s.evicted[c]; ok {
+			delete(s.evicted, c)
+			return false
+		}
+		if e, ok := s.sniffing[c]; ok {
+			s.order.Remove(e)
+			delete(s.sniffing, c)
+		}
+		return true
 	}
 	head := make([]byte, 0, len(http2Preface))
 	_ = c.SetReadDeadline(time.Now().Add(s.timeout))
@@ -117,9 +136,9 @@ func (s *splitter) route(c net.Conn) {
 		n, err := c.Read(head[len(head):cap(head)])
 		head = head[:len(head)+n]
 		if err != nil && strings.HasPrefix(http2Preface, string(head)) {
-			sniffed()
+			reported := sniffed()
 			c.Close()
-			if s.rejected != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			if reported && s.rejected != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				s.rejected(c.RemoteAddr(), err)
 			}
 			return
@@ -128,7 +147,10 @@ func (s *splitter) route(c net.Conn) {
 			break // not HTTP/2: HTTP/1 reads the error again and answers
 		}
 	}
-	sniffed()
+	if !sniffed() {
+		c.Close()
+		return
+	}
 	_ = c.SetReadDeadline(time.Time{})
 	to := s.h1
 	if string(head) == http2Preface {
@@ -177,7 +199,7 @@ func (l *side) Addr() net.Addr { return l.s.ln.Addr() }
 
 // replayConn reads head before the rest of the connection. It keeps the
 // TCP connection's half-close, which servers use to send a last word
-// (grpcwire's GOAWAY, net/http's error) before closing.
+// (net/http's error) before closing.
 type replayConn struct {
 	net.Conn
 	head []byte

@@ -269,3 +269,68 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// TestSplitIdleConnectionsLockNoOneOut: connections that never send a
+// byte, more than MaxSniffing of them, keep no new client waiting (the
+// sniff timeout here is an hour): the oldest of them are closed to make
+// room, and a new gRPC connection and an HTTP request are served.
+func TestSplitIdleConnectionsLockNoOneOut(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const max, idle = 8, 20
+	h2, h1 := Split(ln, SplitOptions{SniffTimeout: time.Hour, MaxSniffing: max})
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })}
+	go hs.Serve(h1) //nolint:errcheck // ends with Close
+	defer hs.Close()
+	addr := ln.Addr().String()
+	var idles []net.Conn
+	for range idle {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		idles = append(idles, c)
+	}
+
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := h2.Accept(); err == nil {
+			accepted <- c
+		}
+	}()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, http2Preface)
+	select {
+	case sc := <-accepted:
+		sc.Close()
+	case <-time.After(30 * time.Second): // a liveness bound: locked out, it would wait the hour
+		t.Fatal("a gRPC client was locked out by idle connections")
+	}
+	hc := &http.Client{Timeout: 30 * time.Second}
+	resp, err := hc.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatalf("an HTTP client was locked out by idle connections: %v", err)
+	}
+	resp.Body.Close()
+
+	// The oldest idle connections were closed to make room: idle-max for
+	// the idle ones past the bound, one more for the gRPC client (whose
+	// place was free again, once it was sniffed, for the HTTP client).
+	closed := 0
+	for _, c := range idles {
+		_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); !isTimeout(err) {
+			closed++
+		}
+	}
+	if want := idle - max + 1; closed != want {
+		t.Errorf("%d idle connections closed, want %d", closed, want)
+	}
+}

@@ -120,25 +120,14 @@ func authSession() []ctlCase {
 
 // TestEtcdctlAuth runs authSession against etcd 3.7.3 and the target and
 // requires the same normalized output, stderr and exit code for every
-// command (lease ids aside), with each of revd's gRPC servers.
+// command (lease ids aside).
 func TestEtcdctlAuth(t *testing.T) {
 	kind := testutil.TargetKind(t, TargetEnv)
-	impls := []string{"wire", "grpc-go"}
-	if kind != "revd" {
-		impls = []string{""}
-	}
-	for _, impl := range impls {
-		t.Run(impl, func(t *testing.T) {
-			_, ctl := testutil.EtcdBin(t)
-			opts := testutil.Options{ExtraArgs: []string{"--bcrypt-cost=4"}}
-			ref := testutil.StartEtcd(t, opts)
-			if impl != "" {
-				opts.ExtraArgs = append(opts.ExtraArgs, "--grpc-server="+impl)
-			}
-			tgt := testutil.Start(t, kind, opts)
-			compareCtl(t, ctl, ref, tgt, authSession())
-		})
-	}
+	_, ctl := testutil.EtcdBin(t)
+	opts := testutil.Options{ExtraArgs: []string{"--bcrypt-cost=4"}}
+	ref := testutil.StartEtcd(t, opts)
+	tgt := testutil.Start(t, kind, opts)
+	compareCtl(t, ctl, ref, tgt, authSession())
 }
 
 // authSetup adds root and alice (readwrite on the prefix "a/") to p, and

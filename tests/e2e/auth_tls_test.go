@@ -21,20 +21,10 @@ import (
 // TestAuthCommonName: with --client-cert-auth and authentication on, a
 // request without a token is the user its client certificate names (its
 // common name), as in etcd; a token wins over the certificate. etcdctl's
-// answers compared with etcd 3.7.3's, with each of revd's gRPC servers;
-// the Lock and Election services act as that user too.
+// answers compared with etcd 3.7.3's; the Lock and Election services act
+// as that user too.
 func TestAuthCommonName(t *testing.T) {
 	kind := testutil.TargetKind(t, TargetEnv)
-	impls := []string{"wire", "grpc-go"}
-	if kind != "revd" {
-		impls = []string{""}
-	}
-	for _, impl := range impls {
-		t.Run(impl, func(t *testing.T) { testAuthCommonName(t, kind, impl) })
-	}
-}
-
-func testAuthCommonName(t *testing.T, kind, impl string) {
 	_, ctl := testutil.EtcdBin(t)
 	p := testpki.New(t)
 	opts := testutil.Options{
@@ -47,9 +37,6 @@ func testAuthCommonName(t *testing.T, kind, impl string) {
 		ExtraArgs: []string{"--bcrypt-cost=4", "--host-whitelist=localhost"},
 	}
 	ref := testutil.StartEtcd(t, opts)
-	if impl != "" {
-		opts.ExtraArgs = append(opts.ExtraArgs, "--grpc-server="+impl)
-	}
 	tgt := testutil.Start(t, kind, opts)
 	as := func(cn string, args ...string) []string {
 		cert, key := p.ClientCert, p.ClientKey // common name "client"

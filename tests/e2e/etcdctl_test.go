@@ -203,17 +203,9 @@ func ctlSession() []ctlCase {
 
 // TestEtcdctl runs the same etcdctl 3.7.3 session against a fresh etcd
 // and a fresh target and requires the same normalized output, stderr and
-// exit code for every command. revd runs it with each of its gRPC servers
-// (--grpc-server).
+// exit code for every command.
 func TestEtcdctl(t *testing.T) {
-	kind := testutil.TargetKind(t, TargetEnv)
-	if kind != "revd" {
-		testEtcdctl(t, kind, nil)
-		return
-	}
-	for _, impl := range []string{"wire", "grpc-go"} {
-		t.Run(impl, func(t *testing.T) { testEtcdctl(t, kind, []string{"--grpc-server=" + impl}) })
-	}
+	testEtcdctl(t, testutil.TargetKind(t, TargetEnv), nil)
 }
 
 func testEtcdctl(t *testing.T, kind string, extraArgs []string) {

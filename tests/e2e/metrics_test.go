@@ -139,15 +139,7 @@ func metricsWorkload(t *testing.T, s *testutil.Proc) {
 // the process metrics etcdctl check datascale reads are there, so that
 // command passes.
 func TestMetrics(t *testing.T) {
-	kind := testutil.TargetKind(t, TargetEnv)
-	if kind == testutil.KindEtcd {
-		testMetrics(t, kind, nil)
-		return
-	}
-	// Both gRPC servers count calls, each its own way (hooks, interceptors).
-	for _, impl := range []string{"wire", "grpc-go"} {
-		t.Run(impl, func(t *testing.T) { testMetrics(t, kind, []string{"--grpc-server=" + impl}) })
-	}
+	testMetrics(t, testutil.TargetKind(t, TargetEnv), nil)
 }
 
 func testMetrics(t *testing.T, kind string, extraArgs []string) {

@@ -213,7 +213,6 @@ var components = []struct{ name, prefix string }{
 	{compSched, "indexbytebody"},
 	{compGRPC, "google.golang.org/grpc"},
 	{compGRPC, "golang.org/x/net/http"},
-	{compGRPC, "revd/gateway/grpcwire."},
 	{compProto, "google.golang.org/protobuf"},
 	{compProto, "github.com/gogo/protobuf"},
 	{compProto, "github.com/golang/protobuf"},

@@ -92,7 +92,6 @@ func TestComponentOf(t *testing.T) {
 		"runtime.adjustframe": compStack,
 		"runtime.chansend":    compSched,
 		"google.golang.org/grpc.(*Server).handleStream": compGRPC,
-		"revd/gateway/grpcwire.(*conn).writeLoop":       compGRPC,
 		"github.com/cockroachdb/pebble/v2.(*DB).Apply":  "Pebble (journal)",
 		"revd/actors/sequencer.(*writer).run":           "revd",
 		"main.main":                                     "other",

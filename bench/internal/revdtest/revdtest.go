@@ -22,7 +22,7 @@ func Start(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpcapi.NewWire(srv, grpcapi.Options{})
+	gs := grpcapi.New(srv, grpcapi.Options{})
 	go gs.Serve(ln)
 	t.Cleanup(func() {
 		gs.Stop()

@@ -1,8 +1,7 @@
 // Package h2raw is a raw HTTP/2 client for tests of gRPC servers' connection
 // handling (keepalive pings, their enforcement, stream limits): it writes the
 // frames a test asks for and describes, one line each, the frames it reads,
-// so that the transcripts of two servers (grpcwire and grpc-go, revd and
-// etcd) can be compared.
+// so that the transcripts of two servers (revd and etcd) can be compared.
 package h2raw
 
 import (

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"slices"
 	"unicode/utf8"
 
 	"go.etcd.io/etcd/api/v3/authpb"
@@ -56,6 +57,9 @@ var ErrBadExport = errors.New("journaltool: bad export file")
 // maxMessage bounds one length-delimited message (a record is at most a
 // few MiB: etcd's request limit).
 const maxMessage = 256 << 20
+
+// readChunk is how much of a message readMessage reads at a time.
+const readChunk = 1 << 20
 
 // encoder writes one export.
 type encoder interface {
@@ -527,15 +531,20 @@ func (r *Reader) readMessage() ([]byte, error) {
 	if n > maxMessage {
 		return nil, fmt.Errorf("%w: message %d: length %d is too large", ErrBadExport, r.msg+1, n)
 	}
-	if uint64(cap(r.buf)) < n {
-		r.buf = make([]byte, n)
-	}
-	r.buf = r.buf[:n]
-	if _, err := io.ReadFull(r.br, r.buf); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+	// Read in chunks, growing the buffer as the bytes come: a length that
+	// the file does not hold fails without taking that much memory first.
+	r.buf = r.buf[:0]
+	for left := int(n); left > 0; {
+		chunk := min(left, readChunk)
+		start := len(r.buf)
+		r.buf = slices.Grow(r.buf, chunk)[:start+chunk]
+		if _, err := io.ReadFull(r.br, r.buf[start:]); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, fmt.Errorf("%w: message %d: %v", ErrBadExport, r.msg+1, err)
 		}
-		return nil, fmt.Errorf("%w: message %d: %v", ErrBadExport, r.msg+1, err)
+		left -= chunk
 	}
 	r.msg++
 	return r.buf, nil

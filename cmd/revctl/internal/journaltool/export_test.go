@@ -22,7 +22,7 @@ import (
 //	2: PUT a = "1"
 //	3: PUT "b\xff" = "\x00\x01" (lease 5), PUT a = "<&>"
 //	4: DELETE a
-func smallJournal(t *testing.T) string {
+func smallJournal(t testing.TB) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "small")
 	l, err := journal.NewLoader(dir, journal.LoadMeta{ClusterID: 0x1234, MemberID: 0x5678, BaseRev: 3, CompactRev: 3}, journal.Options{})

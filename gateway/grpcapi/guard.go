@@ -1,0 +1,436 @@
+package grpcapi
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+	"google.golang.org/protobuf/proto"
+)
+
+// The connection guard: what grpc-go's server does not bound by itself,
+// with etcd's settings (no limit on a connection's streams), against a
+// client that means harm. Every connection is handed to grpc-go wrapped
+// (guardConn, by tlsPeer), so that the guard sees the bytes it reads and
+// writes, and follows the frames in both directions (their types, flags,
+// lengths and streams); the tap and the interceptors act on each call.
+//
+// A client that never reads. grpc-go queues each answer for the
+// connection's writer goroutine; when the client does not read, its socket
+// fills, the writer blocks in a write, and every answer computed from then
+// on stays in memory: a 40-byte request for a 1 MiB value queues 1 MiB,
+// without limit (etcd, on the same grpc-go, grows the same way, more
+// slowly because its reads are slower). So:
+//
+//   - once a write has waited StallAfter for the client to make room, the
+//     connection is stalled: the guard stops reading it (the client's next
+//     requests stay in the kernel's buffers, and those read already are not
+//     started: tap), calls started already wait before they run, and calls
+//     that ran wait before their answers are encoded; all resume as soon as
+//     that write completes;
+//   - before that, the writer may simply be behind (thousands of handlers
+//     keep it from the CPU): at most MaxUnsentBytes of unary answers wait
+//     for it, counted from the answers' sizes against the DATA frames it
+//     writes (reserve); further answers wait before they are encoded, and
+//     the reader waits a little (pacing) before it starts another call.
+//
+// A client that reads, however slowly, only has its calls wait a moment;
+// every gRPC client reads on a goroutine (or event loop) of its own, so
+// none waits for its writes before it reads.
+//
+// Rapid reset (CVE-2023-44487). A client that opens calls and resets them
+// at once makes grpc-go start a handler for each and keep its state until
+// it ends, far faster than handlers end: memory grows with the client's
+// rate. The guard counts, per connection, the streams the client resets
+// (RST_STREAM) and the calls the server ends (END_STREAM or RST_STREAM
+// written); a client that has reset more than MaxExcessResets calls
+// beyond those the server ended is cut off (its connection closed). A
+// client that cancels some of its calls, as clients do, resets far fewer
+// than it gets answered. The interceptors do not run a call reset before
+// it started, nor encode the answer of one reset while it ran.
+
+// errTooManyResets closes a connection whose client resets too many calls.
+var errTooManyResets = errors.New("grpcapi: connection closed: the client reset too many calls")
+
+// guard is the server's connection guard.
+type guard struct {
+	stallAfter      int64 // nanoseconds
+	maxExcessResets int64
+	maxUnsent       int64
+	nanotime        func() int64
+}
+
+// pacing is the most the reader waits for a write before it starts a call
+// on a connection with answers waiting (tap).
+const pacing = 10 * time.Millisecond
+
+func newGuard(opts Options) *guard {
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &guard{stallAfter: int64(opts.StallAfter), maxExcessResets: int64(opts.MaxExcessResets),
+		maxUnsent: opts.MaxUnsentBytes, nanotime: func() int64 { return now().UnixNano() }}
+}
+
+// connState is what the guard knows of one connection. Reads happen on
+// grpc-go's reader goroutine, writes on its writer goroutine.
+type connState struct {
+	writeStart atomic.Int64 // when the write under way began (nanotime); 0: none
+	waiting    atomic.Int32 // reads and calls waiting for a write to complete
+
+	mu   sync.Mutex
+	wake chan struct{} // closed when a write completes while some wait
+
+	// Counted by the reader and the writer.
+	resets, ended atomic.Int64
+
+	// queued counts the bytes of the unary answers let through (reserve),
+	// sent the bytes of the DATA frames written: their difference is
+	// about what waits in grpc-go for the writer.
+	queued, sent atomic.Int64
+	// calls counts the calls inside the interceptors (running, or
+	// waiting there); open holds the streams the client opened that the
+	// server has not ended, nor either side reset, on the wire (see
+	// drained).
+	calls     atomic.Int32
+	smu       sync.Mutex
+	open      map[uint32]struct{}
+	maxStream uint32 // the highest stream the client opened
+}
+
+// guardConn is a connection served by grpc-go, as the guard sees it.
+type guardConn struct {
+	net.Conn
+	g     *guard
+	st    *connState
+	local connAddr
+	in    frameScanner // the client's frames (after its preface)
+	out   frameScanner // the server's
+}
+
+// connAddr is the connection's local address, carrying its state: grpc-go
+// gives it to every call's context (peer.Peer.LocalAddr), where the
+// interceptors find it.
+type connAddr struct {
+	net.Addr
+	st *connState
+}
+
+func (g *guard) wrap(c net.Conn) net.Conn {
+	st := &connState{open: map[uint32]struct{}{}}
+	gc := &guardConn{Conn: c, g: g, st: st, local: connAddr{Addr: c.LocalAddr(), st: st}}
+	gc.in = frameScanner{skip: len(clientPreface), onFrame: gc.clientFrame}
+	gc.out = frameScanner{onFrame: gc.serverFrame}
+	return gc
+}
+
+const clientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// HTTP/2 frame types and flags the guard reads.
+const (
+	frameData      = 0x0
+	frameHeaders   = 0x1
+	frameRSTStream = 0x3
+	flagEndStream  = 0x1
+)
+
+func (c *guardConn) clientFrame(typ, _ byte, _ int, stream uint32) {
+	switch typ {
+	case frameHeaders:
+		st := c.st
+		st.smu.Lock()
+		if stream > st.maxStream {
+			st.maxStream = stream
+			st.open[stream] = struct{}{}
+		}
+		st.smu.Unlock()
+	case frameRSTStream:
+		c.st.resets.Add(1)
+		c.st.closed(stream)
+		if c.st.waiting.Load() > 0 {
+			c.st.signal()
+		}
+	}
+}
+
+func (c *guardConn) serverFrame(typ, flags byte, length int, stream uint32) {
+	if typ == frameData {
+		c.st.sent.Add(int64(length))
+	}
+	if typ == frameRSTStream || (typ == frameData || typ == frameHeaders) && flags&flagEndStream != 0 {
+		c.st.ended.Add(1)
+		c.st.closed(stream)
+	}
+}
+
+// closed forgets an open stream.
+func (st *connState) closed(stream uint32) {
+	st.smu.Lock()
+	delete(st.open, stream)
+	st.smu.Unlock()
+}
+
+// drained reports whether every stream still open is a call inside the
+// interceptors: grpc-go then holds no answer of a unary call for the
+// writer (those are in streams still open, their calls gone).
+func (st *connState) drained() bool {
+	st.smu.Lock()
+	n := len(st.open)
+	st.smu.Unlock()
+	return n <= int(st.calls.Load())
+}
+
+func (c *guardConn) LocalAddr() net.Addr { return c.local }
+
+// NetConn returns the connection under c.
+func (c *guardConn) NetConn() net.Conn { return c.Conn }
+
+func (c *guardConn) Read(p []byte) (int, error) {
+	c.st.waitWrites(c.g, nil)
+	n, err := c.Conn.Read(p)
+	c.in.scan(p[:n])
+	if c.st.resets.Load()-c.st.ended.Load() > c.g.maxExcessResets {
+		c.Conn.Close()
+		return n, errTooManyResets
+	}
+	return n, err
+}
+
+func (c *guardConn) Write(p []byte) (int, error) {
+	c.st.writeStart.Store(c.g.nanotime())
+	n, err := c.Conn.Write(p)
+	c.st.writeStart.Store(0)
+	c.out.scan(p[:n])
+	if c.st.waiting.Load() > 0 {
+		c.st.signal()
+	}
+	return n, err
+}
+
+// stalled reports whether a write has waited at least g.stallAfter.
+func (st *connState) stalled(g *guard) bool {
+	w := st.writeStart.Load()
+	return w != 0 && g.nanotime()-w >= g.stallAfter
+}
+
+// waitWrites waits while the connection is stalled, or until done closes
+// (nil: never); it reports false if done closed.
+func (st *connState) waitWrites(g *guard, done <-chan struct{}) bool {
+	if !st.stalled(g) {
+		return true
+	}
+	st.waiting.Add(1)
+	defer st.waiting.Add(-1)
+	for {
+		wake := st.wakeChan()
+		if !st.stalled(g) {
+			return true
+		}
+		select {
+		case <-wake:
+		case <-done:
+			return false
+		}
+	}
+}
+
+// signal wakes what waits for a write.
+func (st *connState) signal() {
+	st.mu.Lock()
+	if st.wake != nil {
+		close(st.wake)
+		st.wake = nil
+	}
+	st.mu.Unlock()
+}
+
+func (st *connState) wakeChan() <-chan struct{} {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.wake == nil {
+		st.wake = make(chan struct{})
+	}
+	return st.wake
+}
+
+// frameScanner follows the frames of one direction of an HTTP/2
+// connection through the bytes that pass, calling onFrame with each
+// frame's type and flags; it skips a preface of skip bytes first.
+type frameScanner struct {
+	skip    int // bytes to pass before the next frame header
+	hdr     [9]byte
+	nhdr    int
+	onFrame func(typ, flags byte, length int, stream uint32)
+}
+
+func (s *frameScanner) scan(p []byte) {
+	for len(p) > 0 {
+		if s.skip > 0 {
+			n := min(s.skip, len(p))
+			s.skip -= n
+			p = p[n:]
+			continue
+		}
+		n := copy(s.hdr[s.nhdr:], p)
+		s.nhdr += n
+		p = p[n:]
+		if s.nhdr < len(s.hdr) {
+			return
+		}
+		s.nhdr = 0
+		s.skip = int(s.hdr[0])<<16 | int(s.hdr[1])<<8 | int(s.hdr[2])
+		s.onFrame(s.hdr[3], s.hdr[4], s.skip, binary.BigEndian.Uint32(s.hdr[5:])&(1<<31-1))
+	}
+}
+
+func connStateOf(ctx context.Context) *connState {
+	if p, ok := peer.FromContext(ctx); ok {
+		if a, ok := p.LocalAddr.(connAddr); ok {
+			return a.st
+		}
+	}
+	return nil
+}
+
+// tap runs on the connection's reader goroutine as each call opens: while
+// the connection is stalled it waits, so that no call is started (a
+// goroutine, the call's state) for a client that does not read, and the
+// frames after this one are not read either.
+func (g *guard) tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
+	if st := connStateOf(ctx); st != nil {
+		st.waitWrites(g, nil)
+		// With answers waiting for the writer, the reader waits for a
+		// write (at most pacing) before it starts another call: it cannot
+		// wait longer, since what the writer waits for may be a
+		// flow-control window the client grants in a frame not yet read.
+		if st.queued.Load()-st.sent.Load() > g.maxUnsent {
+			st.waitWrite(pacing)
+		}
+	}
+	return ctx, nil
+}
+
+// waitWrite waits for a write to complete, at most d.
+func (st *connState) waitWrite(d time.Duration) {
+	st.waiting.Add(1)
+	defer st.waiting.Add(-1)
+	wake := st.wakeChan()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-wake:
+	case <-t.C:
+	}
+}
+
+// admit waits, for a call about to run, while its connection is stalled,
+// and refuses a call that ended (was reset or timed out) already.
+func (g *guard) admit(ctx context.Context, st *connState) error {
+	if st != nil && !st.waitWrites(g, ctx.Done()) {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	if err := ctx.Err(); err != nil {
+		return status.FromContextError(err).Err()
+	}
+	return nil
+}
+
+func (g *guard) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	st := connStateOf(ctx)
+	if st != nil {
+		st.calls.Add(1)
+		defer st.calls.Add(-1)
+	}
+	if err := g.admit(ctx, st); err != nil {
+		return nil, err
+	}
+	resp, err := handler(ctx, req)
+	// The answer is encoded once returned: not while the connection is
+	// stalled or has MaxUnsentBytes waiting for its writer (revd's answers
+	// refer to the values they hold, where their encoding copies them),
+	// nor at all if the call was reset (or timed out) meanwhile, since
+	// nobody would read it.
+	if aerr := g.admit(ctx, st); aerr != nil {
+		return nil, aerr
+	}
+	if m, ok := resp.(proto.Message); ok && err == nil && st != nil && !compressed(ctx) {
+		if err := g.reserve(ctx, st, int64(proto.Size(m))+5); err != nil {
+			return nil, err
+		}
+	}
+	return resp, err
+}
+
+// compressed reports whether the call's answer is sent compressed (its
+// DATA frames then carry less than its message).
+func compressed(ctx context.Context) bool {
+	sc, ok := grpc.ServerTransportStreamFromContext(ctx).(interface{ SendCompress() string })
+	return ok && sc.SendCompress() != ""
+}
+
+// reserve counts an answer of size bytes (its gRPC message) as queued for
+// the connection's writer, once fewer than maxUnsent are: an answer larger
+// than that goes alone. What the writer sent is counted from the DATA
+// frames it writes, which carry the streams' messages too (never
+// reserved) and compressed answers (not reserved either): a count that
+// runs ahead of the reservations is taken as nothing queued. A count that
+// falls behind (answers reset before they were written: grpc-go drops
+// them) would hold answers back for nothing: once the connection is
+// drained (no answer left for the writer), nothing is taken to be queued.
+func (g *guard) reserve(ctx context.Context, st *connState, size int64) error {
+	for {
+		q, s := st.queued.Load(), st.sent.Load()
+		if q < s {
+			st.queued.CompareAndSwap(q, s)
+			continue
+		}
+		if q-s <= g.maxUnsent {
+			if st.queued.CompareAndSwap(q, q+size) {
+				return nil
+			}
+			continue
+		}
+		if err := st.waitSent(ctx.Done()); err != nil {
+			return status.FromContextError(ctx.Err()).Err()
+		}
+	}
+}
+
+// waitSent waits for a write to complete or a stream to be reset; if the
+// connection is drained, it takes what was counted as queued as sent.
+func (st *connState) waitSent(done <-chan struct{}) error {
+	st.waiting.Add(1)
+	defer st.waiting.Add(-1)
+	wake := st.wakeChan()
+	if st.drained() {
+		st.queued.Store(st.sent.Load())
+		return nil
+	}
+	select {
+	case <-wake:
+		return nil
+	case <-done:
+		return context.Canceled
+	}
+}
+
+func (g *guard) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	st := connStateOf(ss.Context())
+	if st != nil {
+		st.calls.Add(1)
+		defer st.calls.Add(-1)
+	}
+	if err := g.admit(ss.Context(), st); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
