@@ -13,6 +13,7 @@ import (
 
 	"revd/actors/sequencer"
 	"revd/journal"
+	"revd/server/authgate"
 )
 
 // Alarms and the space quota, as etcd has them. The quota counts the
@@ -100,9 +101,9 @@ func (s *Server) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmRespon
 }
 
 func (s *Server) alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
-	check := s.RequireAdmin
+	check := s.auth.RequireAdmin
 	if r.Action == pb.AlarmRequest_GET {
-		check = s.requireUser
+		check = s.auth.RequireUser
 	}
 	if err := check(ctx); err != nil {
 		return nil, err
@@ -232,7 +233,7 @@ func (s *Server) checkQuota(req proto.Message) error {
 	}
 	// As etcd, the request is refused whether or not the alarm could be
 	// stored (raise logs a failure).
-	ctx, cancel := context.WithTimeout(AsServer(context.Background()), s.requestTimeout())
+	ctx, cancel := context.WithTimeout(authgate.AsServer(context.Background()), s.requestTimeout())
 	defer cancel()
 	_, _ = s.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: s.meta.MemberID, Alarm: pb.AlarmType_NOSPACE})
 	return rpctypes.ErrGRPCNoSpace

@@ -29,7 +29,7 @@ import (
 // AlreadyExists when it exists, Unavailable once the server is stopping,
 // Internal for a failed write or a copy that cannot be read back.
 func (s *Server) Checkpoint(ctx context.Context, r *maintenancev1.CheckpointRequest) (*maintenancev1.CheckpointResponse, error) {
-	if err := s.RequireAdmin(ctx); err != nil {
+	if err := s.auth.RequireAdmin(ctx); err != nil {
 		return nil, err // a copy of everything: the root role, as Snapshot
 	}
 	switch {

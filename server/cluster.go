@@ -50,7 +50,7 @@ func (s *Server) members() []*pb.Member {
 }
 
 func (s *Server) MemberList(ctx context.Context, _ *pb.MemberListRequest) (*pb.MemberListResponse, error) {
-	if err := s.requireUser(ctx); err != nil {
+	if err := s.auth.RequireUser(ctx); err != nil {
 		return nil, err
 	}
 	return &pb.MemberListResponse{Header: s.clusterHeader(), Members: s.members()}, nil
@@ -63,7 +63,7 @@ func (s *Server) MemberAdd(ctx context.Context, r *pb.MemberAddRequest) (*pb.Mem
 	if err != nil { // etcd's check
 		return nil, rpctypes.ErrGRPCMemberBadURLs
 	}
-	if err := s.RequireAdmin(ctx); err != nil {
+	if err := s.auth.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
 	return atLeader(s, ctx, "MemberAdd", r, func() (*pb.MemberAddResponse, error) {
@@ -88,7 +88,7 @@ func (s *Server) MemberAdd(ctx context.Context, r *pb.MemberAddRequest) (*pb.Mem
 // MemberRemove removes a member for good: it stops, and its id may never
 // come back.
 func (s *Server) MemberRemove(ctx context.Context, r *pb.MemberRemoveRequest) (*pb.MemberRemoveResponse, error) {
-	if err := s.RequireAdmin(ctx); err != nil {
+	if err := s.auth.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
 	return atLeader(s, ctx, "MemberRemove", r, func() (*pb.MemberRemoveResponse, error) {
@@ -113,7 +113,7 @@ func (s *Server) MemberUpdate(ctx context.Context, r *pb.MemberUpdateRequest) (*
 	if err != nil {
 		return nil, rpctypes.ErrGRPCMemberBadURLs
 	}
-	if err := s.RequireAdmin(ctx); err != nil {
+	if err := s.auth.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
 	return atLeader(s, ctx, "MemberUpdate", r, func() (*pb.MemberUpdateResponse, error) {
@@ -128,7 +128,7 @@ func (s *Server) MemberUpdate(ctx context.Context, r *pb.MemberUpdateRequest) (*
 // MemberPromote makes a learner a voting member, once it is in sync with
 // the leader.
 func (s *Server) MemberPromote(ctx context.Context, r *pb.MemberPromoteRequest) (*pb.MemberPromoteResponse, error) {
-	if err := s.RequireAdmin(ctx); err != nil {
+	if err := s.auth.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
 	return atLeader(s, ctx, "MemberPromote", r, func() (*pb.MemberPromoteResponse, error) {
@@ -150,7 +150,7 @@ var errTimeoutLeaderTransfer = status.Error(codes.Unknown, "etcdserver: request 
 // "not leader" elsewhere, as in etcd, whose answer has no header): the
 // target must be a voting member, and the answer waits until it leads.
 func (s *Server) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
-	if err := s.RequireAdmin(ctx); err != nil {
+	if err := s.auth.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
 	lead := s.raft.Lead()

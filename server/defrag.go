@@ -23,7 +23,7 @@ import (
 // rpctypes.ErrGRPCStopped once the server is stopping, Internal for a
 // failed rewrite.
 func (s *Server) Defragment(ctx context.Context, _ *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
-	if err := s.RequireAdmin(ctx); err != nil {
+	if err := s.auth.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
 	// The last compaction's records first, so that their space is given

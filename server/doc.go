@@ -21,9 +21,9 @@
 // At start-up the server restores its stores from the journal: the base
 // snapshot (what compaction folded), then every record after it.
 //
-// Authentication is etcd's own auth store on a backend kept in the journal
-// (auth.go, authbackend.go); every call makes the checks etcd makes, in
-// etcd's order (authapi.go for the Auth service, authcheck.go for the
-// rest). HashKV (hashkv.go) is etcd's hash of the key-value history,
+// Authentication is etcd's own auth store on a backend kept in the journal,
+// in package authgate; every call makes the checks etcd makes, in etcd's
+// order, through the gate (auth.go lists what the KV, lease and watch calls
+// ask of it), and the gate's Service answers etcd's Auth service. HashKV (hashkv.go) is etcd's hash of the key-value history,
 // computed by projections/hashkv from a view of the journal.
 package server

@@ -30,7 +30,7 @@ var errUnknownMethod = status.Error(codes.Unknown, "etcdserver: unknown method")
 // cluster version "3.7". ENABLE is refused with ErrDowngradeUnsupported
 // once its target is valid, so no job is ever started.
 func (s *Server) Downgrade(ctx context.Context, r *pb.DowngradeRequest) (*pb.DowngradeResponse, error) {
-	if err := s.RequireAdmin(ctx); err != nil {
+	if err := s.auth.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
 	switch r.Action {

@@ -32,7 +32,7 @@ type compactionHashes struct {
 
 // HashKV answers Maintenance.HashKV for a caller with the root role.
 func (s *Server) HashKV(ctx context.Context, r *pb.HashKVRequest) (*pb.HashKVResponse, error) {
-	if err := s.RequireAdmin(ctx); err != nil {
+	if err := s.auth.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
 	for {

@@ -5,18 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"go.etcd.io/etcd/server/v3/auth"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"revd/actors/sequencer"
 	"revd/actors/shard"
 	"revd/internal/etcdkv"
+	"revd/server/internal/reqsize"
+	"revd/server/internal/rpcerr"
 )
 
 // Range answers a RangeRequest from the shards (see the package doc).
@@ -30,7 +29,7 @@ func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespon
 		}
 	}
 	var resp *pb.RangeResponse
-	err := s.serializeRead(ctx, r, func() (err error) {
+	err := s.auth.Read(ctx, r, func() (err error) {
 		resp, err = s.rangeShards(ctx, r)
 		return err
 	})
@@ -93,7 +92,7 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 			}
 		}
 		var resp *pb.TxnResponse
-		err := s.serializeRead(ctx, r, func() error {
+		err := s.auth.Read(ctx, r, func() error {
 			return s.read(ctx, func(v *shard.View) (err error) {
 				resp, err = etcdkv.Txn(etcdkv.ReadOnly(v), r, nil)
 				return err
@@ -105,7 +104,7 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 		s.fill(resp.Header)
 		return resp, nil
 	}
-	admit, err := s.admitValid(ctx, txnField, r)
+	admit, err := s.admitValid(ctx, reqsize.TxnField, r)
 	if err != nil {
 		return nil, err
 	}
@@ -117,8 +116,9 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 }
 
 // StartWrite starts a Put, a DeleteRange or a writing Txn of the caller of
-// ctx (its token, see auth.go) without waiting for it: done gets the response (its header filled) or the error once the
-// write is durable or refused, on the sequencer's writer goroutine or the
+// ctx (its token, see package authgate) without waiting for it: done gets
+// the response (its header filled) or the error once the write is durable
+// or refused, on the sequencer's writer goroutine or the
 // caller's, and must not block. It returns false, calling nothing, for any
 // other request (a read-only Txn among them): serve those with the
 // blocking methods. It is the gRPC front door's fast path, where a parked
@@ -127,7 +127,7 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 // while a change is journaled, for the lease actor), which the caller's
 // goroutine must not.
 func (s *Server) StartWrite(ctx context.Context, req proto.Message, done func(proto.Message, error)) bool {
-	if !s.IsWrite(req) || s.AuthEnabled() || !s.lead.ready() {
+	if !s.IsWrite(req) || s.auth.Enabled() || !s.lead.ready() {
 		// A read-only Txn: Txn checks it and reads; a write this member's
 		// sequencer does not decide now: the blocking methods route it.
 		return false
@@ -140,7 +140,7 @@ func (s *Server) StartWrite(ctx context.Context, req proto.Message, done func(pr
 		done(nil, err)
 		return true
 	}
-	s.seq.Send(&sequencer.Command{Req: req, Admit: s.auth.admitNoUser, Reply: func(o sequencer.Outcome) {
+	s.seq.Send(&sequencer.Command{Req: req, Admit: s.auth.AdmitAs(nil), Reply: func(o sequencer.Outcome) {
 		done(s.answer(o))
 	}})
 	return true
@@ -162,23 +162,19 @@ func (s *Server) admitWrite(ctx context.Context, req proto.Message) (func(sequen
 // admitValid is the rest of a valid write's checks, as etcd makes them
 // before it proposes: the caller's token, the request's size, the alarms,
 // the caller's permissions. It returns the check the sequencer makes again
-// when it decides the write (admitKV).
+// when it decides the write.
 func (s *Server) admitValid(ctx context.Context, field protowire.Number, req proto.Message) (func(sequencer.LeaseKeys) error, error) {
-	ai, err := s.caller(ctx)
+	ai, err := s.auth.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkSize(field, req, ai); err != nil {
+	if err := s.limit.Check(field, req, ai); err != nil {
 		return nil, err
 	}
 	if err := s.checkAlarms(req); err != nil {
 		return nil, err
 	}
-	leases, err := s.permitKV(ctx, ai, req)
-	if err != nil {
-		return nil, err
-	}
-	return s.admitKV(ai, req, leases), nil
+	return s.auth.PermitWrite(ctx, ai, req)
 }
 
 // IsWrite reports whether StartWrite takes req: a Put, a DeleteRange or a
@@ -198,11 +194,11 @@ func (s *Server) IsWrite(req proto.Message) bool {
 func (s *Server) validateWrite(req proto.Message) (protowire.Number, error) {
 	switch r := req.(type) {
 	case *pb.PutRequest:
-		return putField, etcdkv.CheckPut(r)
+		return reqsize.PutField, etcdkv.CheckPut(r)
 	case *pb.DeleteRangeRequest:
-		return deleteRangeField, etcdkv.CheckDeleteRange(r)
+		return reqsize.DeleteRangeField, etcdkv.CheckDeleteRange(r)
 	case *pb.TxnRequest:
-		return txnField, etcdkv.CheckTxn(r, s.opts.MaxTxnOps)
+		return reqsize.TxnField, etcdkv.CheckTxn(r, s.opts.MaxTxnOps)
 	}
 	return 0, fmt.Errorf("server: %T is not a write request", req)
 }
@@ -210,14 +206,14 @@ func (s *Server) validateWrite(req proto.Message) (protowire.Number, error) {
 // Compact compacts the history at r.Revision. With Physical, the answer
 // waits until the journal space below it has been reclaimed.
 func (s *Server) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
-	ai, err := s.caller(ctx)
+	ai, err := s.auth.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.permit(ai, s.auth.store.IsAdminPermitted); err != nil {
+	if err := s.auth.PermitAdmin(ai); err != nil {
 		return nil, err
 	}
-	if err := s.checkSize(compactionField, r, ai); err != nil {
+	if err := s.limit.Check(reqsize.CompactionField, r, ai); err != nil {
 		return nil, err
 	}
 	if err := s.checkAlarms(r); err != nil {
@@ -226,7 +222,7 @@ func (s *Server) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.Comp
 	// Checked again when decided (etcd's applier checks the root role
 	// again); a little stricter than etcd: any change to the auth store
 	// meanwhile refuses it, and the client sends it again.
-	resp, err := s.proposeAs(ctx, r, ai)
+	resp, err := s.send(ctx, &sequencer.Command{Req: r, Admit: s.auth.AdmitAs(ai)})
 	if err != nil {
 		return nil, err
 	}
@@ -287,13 +283,6 @@ func (s *Server) read(ctx context.Context, f func(*shard.View) error) error {
 // propose sends a write to the sequencer and waits for its durable outcome.
 func (s *Server) propose(ctx context.Context, req proto.Message) (proto.Message, error) {
 	return s.send(ctx, &sequencer.Command{Req: req})
-}
-
-// proposeAs proposes a write whose permissions were checked for ai (a
-// lease revoke, a compaction): the sequencer refuses it if the auth store
-// changed before its turn came.
-func (s *Server) proposeAs(ctx context.Context, req proto.Message, ai *auth.AuthInfo) (proto.Message, error) {
-	return s.send(ctx, &sequencer.Command{Req: req, Admit: s.auth.admitAs(ai)})
 }
 
 // send sends cmd to the sequencer and waits for its outcome, applied. In
@@ -375,23 +364,6 @@ var replies = sync.Pool{New: func() any {
 	return r
 }}
 
-// checkSize refuses a write whose raft entry would exceed etcd's
-// --max-request-bytes, measured as etcd measures it: the InternalRaftRequest
-// with its header (the caller ai, with authentication on) and the request
-// in the given field (see raftsize.go).
-func (s *Server) checkSize(field protowire.Number, r proto.Message, ai *auth.AuthInfo) error {
-	if raftRequestSize(s.requestID(), ai, field, r) > s.opts.MaxRequestBytes {
-		return rpctypes.ErrGRPCRequestTooLarge
-	}
-	return nil
-}
-
-// requestID imitates the shape of etcd's request IDs (member bits, then a
-// millisecond timestamp) so that size checks see the same header size.
-func (s *Server) requestID() uint64 {
-	return uint64(uint16(s.meta.MemberID))<<48 | (uint64(time.Now().UnixMilli())&(1<<40-1))<<8
-}
-
 // header is a write response's header: every etcd response has GetHeader.
 func header(m proto.Message) *pb.ResponseHeader {
 	if h, ok := m.(interface{ GetHeader() *pb.ResponseHeader }); ok {
@@ -417,12 +389,5 @@ func (s *Server) Header() *pb.ResponseHeader {
 	return h
 }
 
-func toStatus(err error) error {
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
-	if st := status.FromContextError(err); st != nil {
-		return st.Err()
-	}
-	return err
-}
+// toStatus is the status a client gets for err (see rpcerr.Status).
+func toStatus(err error) error { return rpcerr.Status(err) }

@@ -8,7 +8,6 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
-	"go.etcd.io/etcd/server/v3/auth"
 	leaseactor "revd/actors/lease"
 	"revd/actors/sequencer"
 	"revd/journal"
@@ -87,7 +86,7 @@ func (s *Server) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.L
 	if err := s.checkQuota(r); err != nil {
 		return nil, err
 	}
-	if err := s.requireUser(ctx); err != nil {
+	if err := s.auth.RequireUser(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.checkAlarms(r); err != nil {
@@ -115,22 +114,22 @@ func (s *Server) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.L
 // LeaseRevoke revokes a lease, deleting its keys at one revision.
 func (s *Server) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
 	// etcd's order: the caller, the alarms, the permissions on the keys.
-	ai, err := s.caller(ctx)
+	ai, err := s.auth.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.permit(ai, userNamed); err != nil {
+	if err := s.auth.PermitUser(ai); err != nil {
 		return nil, err
 	}
 	if err := s.checkAlarms(r); err != nil {
 		return nil, err
 	}
-	if err := s.permitLeaseKeys(ctx, ai, r.ID); err != nil {
+	if err := s.auth.PermitLeaseKeys(ctx, ai, r.ID); err != nil {
 		return nil, err
 	}
 	// Checked again when decided, as etcd's applier checks the lease's
-	// keys (authGate.admitAs).
-	resp, err := s.proposeAs(ctx, &pb.LeaseRevokeRequest{ID: r.ID}, ai)
+	// keys (authgate.Gate.AdmitAs).
+	resp, err := s.send(ctx, &sequencer.Command{Req: &pb.LeaseRevokeRequest{ID: r.ID}, Admit: s.auth.AdmitAs(ai)})
 	if err != nil {
 		return nil, err
 	}
@@ -150,11 +149,11 @@ func (s *Server) LeaseKeepAliveOnce(ctx context.Context, r *pb.LeaseKeepAliveReq
 }
 
 func (s *Server) renew(ctx context.Context, r *pb.LeaseKeepAliveRequest) (*pb.LeaseKeepAliveResponse, error) {
-	ai, err := s.caller(ctx)
+	ai, err := s.auth.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.permitLeaseKeys(ctx, ai, r.ID); err != nil {
+	if err := s.auth.PermitLeaseKeys(ctx, ai, r.ID); err != nil {
 		return nil, err
 	}
 	resp := &pb.LeaseKeepAliveResponse{Header: s.Header(), ID: r.ID}
@@ -177,7 +176,7 @@ func (s *Server) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveReque
 }
 
 func (s *Server) timeToLive(ctx context.Context, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
-	if err := s.requireUser(ctx); err != nil {
+	if err := s.auth.RequireUser(ctx); err != nil {
 		return nil, err
 	}
 	info, err := askLease(ctx, s, func(reply func(leaseactor.TTLInfo)) any {
@@ -188,9 +187,7 @@ func (s *Server) timeToLive(ctx context.Context, r *pb.LeaseTimeToLiveRequest) (
 	}
 	if r.Keys {
 		// Read permission on every key listed, as etcd checks it.
-		if err := s.check(ctx, func(ai *auth.AuthInfo) error {
-			return s.keysAllowed(ai, info.Keys, s.pointRead)
-		}); err != nil {
+		if err := s.auth.PermitReadKeys(ctx, info.Keys); err != nil {
 			return nil, err
 		}
 	}
@@ -209,35 +206,22 @@ func (s *Server) LeaseLeases(ctx context.Context, _ *pb.LeaseLeasesRequest) (*pb
 	}
 	// A user; unless it has the root role, read permission on every key of
 	// every lease, fetched before the check.
-	ai, err := s.caller(ctx)
-	if err != nil {
+	if err := s.auth.PermitLeaseList(ctx, ids); err != nil {
 		return nil, err
-	}
-	admin := false
-	if err := s.permit(ai, func(ai *auth.AuthInfo) error {
-		admin = s.auth.store.IsAdminPermitted(ai) == nil
-		return userNamed(ai)
-	}); err != nil {
-		return nil, err
-	}
-	if ai != nil && !admin {
-		var keys [][]byte
-		for _, id := range ids {
-			k, err := s.leaseKeys(ctx, id)
-			if err != nil {
-				return nil, err
-			}
-			keys = append(keys, k...)
-		}
-		if err := s.permit(ai, func(ai *auth.AuthInfo) error { return s.keysAllowed(ai, keys, s.pointRead) }); err != nil {
-			return nil, err
-		}
 	}
 	resp := &pb.LeaseLeasesResponse{Header: s.Header(), Leases: make([]*pb.LeaseStatus, len(ids))}
 	for i, id := range ids {
 		resp.Leases[i] = &pb.LeaseStatus{ID: id}
 	}
 	return resp, nil
+}
+
+// leaseKeys lists the keys lease id holds (none if it does not exist).
+func (s *Server) leaseKeys(ctx context.Context, id int64) ([][]byte, error) {
+	info, err := askLease(ctx, s, func(reply func(leaseactor.TTLInfo)) any {
+		return &leaseactor.TimeToLive{ID: id, Keys: true, Reply: reply}
+	})
+	return info.Keys, err
 }
 
 // askLease sends the lease actor a request built around a reply function

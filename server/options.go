@@ -7,10 +7,23 @@ import (
 	leaseactor "revd/actors/lease"
 	"revd/actors/watch"
 	"revd/internal/etcdkv"
+	"revd/server/authgate"
+	"revd/server/internal/reqsize"
 )
 
 // DefaultMaxRequestBytes is etcd's default request size limit (1.5 MiB).
-const DefaultMaxRequestBytes = 1536 * 1024
+const DefaultMaxRequestBytes = reqsize.DefaultMaxBytes
+
+// Auth defaults, etcd's (see package authgate).
+const (
+	// DefaultAuthToken is etcd's --auth-token: simple tokens.
+	DefaultAuthToken = authgate.DefaultToken
+	// DefaultAuthTokenTTL is etcd's --auth-token-ttl: a simple token lives
+	// this long after its last use.
+	DefaultAuthTokenTTL = authgate.DefaultTokenTTL
+	// DefaultBcryptCost is etcd's --bcrypt-cost (bcrypt.DefaultCost).
+	DefaultBcryptCost = authgate.DefaultBcryptCost
+)
 
 // DefaultShards is the number of key-shard actors when Options.Splits is nil.
 const DefaultShards = 4
@@ -116,15 +129,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.QuotaBackendBytes == 0 {
 		o.QuotaBackendBytes = DefaultQuotaBytes
-	}
-	if o.AuthToken == "" {
-		o.AuthToken = DefaultAuthToken
-	}
-	if o.AuthTokenTTL <= 0 {
-		o.AuthTokenTTL = DefaultAuthTokenTTL
-	}
-	if o.BcryptCost == 0 {
-		o.BcryptCost = DefaultBcryptCost
 	}
 	if o.Feed == nil {
 		o.Feed = &watch.LocalFeed{}

@@ -34,7 +34,7 @@ func (s *Server) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) err
 			return err
 		}
 	}
-	return s.serializeRead(rs.Context(), r, func() error { return s.streamRange(r, rs) })
+	return s.auth.Read(rs.Context(), r, func() error { return s.streamRange(r, rs) })
 }
 
 // streamRange sends a checked RangeStream's chunks.

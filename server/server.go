@@ -20,21 +20,23 @@ import (
 	"revd/journal"
 	"revd/projections/lease"
 	"revd/projections/mvcc"
+	"revd/server/authgate"
+	"revd/server/internal/reqsize"
 )
 
 // Server is one revd member. Its methods are safe for concurrent use.
 type Server struct {
-	// The KV, Cluster and Auth methods override every method of the
-	// embedded Unimplemented*Servers; they are there to satisfy
-	// etcdserverpb's KVServer, ClusterServer and AuthServer.
+	// The KV and Cluster methods override every method of the embedded
+	// Unimplemented*Servers; they are there to satisfy etcdserverpb's
+	// KVServer and ClusterServer.
 	pb.UnimplementedKVServer
 	pb.UnimplementedClusterServer
-	pb.UnimplementedAuthServer
 
 	opts    Options
 	log     *slog.Logger
 	j       *journal.Journal
 	meta    journal.Meta
+	limit   reqsize.Limit
 	started time.Time
 
 	system *system.System
@@ -60,7 +62,8 @@ type Server struct {
 	watchStats  *watch.Stats
 	stats       counters
 	alarms      alarms
-	auth        *authGate
+	auth        authChecks
+	authService *authgate.Service
 	hashes      compactionHashes
 
 	// committed is the newest applied revision; compactRev the newest
@@ -101,8 +104,9 @@ func New(opts Options) (*Server, error) {
 	if splits == nil {
 		splits = shard.DefaultSplits(DefaultShards)
 	}
-	s := &Server{opts: opts, log: opts.Logger, j: j, meta: j.Meta(), started: time.Now(), splits: splits, set: shard.NewSet(splits),
-		closing: make(chan struct{}), joined: id}
+	meta := j.Meta()
+	s := &Server{opts: opts, log: opts.Logger, j: j, meta: meta, started: time.Now(), splits: splits, set: shard.NewSet(splits),
+		limit: reqsize.Limit{MemberID: meta.MemberID, MaxBytes: opts.MaxRequestBytes}, closing: make(chan struct{}), joined: id}
 	s.lead.init()
 	s.props = newProposals(s)
 	if err := s.resumeInstall(); err != nil {
@@ -232,7 +236,9 @@ func (s *Server) Close() error {
 			s.comp.close()
 		}
 		s.system.Shutdown()
-		s.closeAuth()
+		if s.auth != nil {
+			s.auth.Close()
+		}
 		err = s.j.Close()
 	})
 	return err

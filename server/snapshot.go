@@ -23,7 +23,7 @@ const snapshotChunk = 32 << 10
 // rpctypes.ErrGRPCStopped once the server is stopping, Internal for a copy
 // that fails, or the stream's own error when the client goes away.
 func (s *Server) Snapshot(_ *pb.SnapshotRequest, srv pb.Maintenance_SnapshotServer) error {
-	if err := s.RequireAdmin(srv.Context()); err != nil {
+	if err := s.auth.RequireAdmin(srv.Context()); err != nil {
 		return err
 	}
 	snap, err := s.j.Snapshot()

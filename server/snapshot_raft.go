@@ -141,16 +141,8 @@ func (s *Server) reload() error {
 	s.compactRev.Store(compactRev)
 	s.comp.reset(compactRev)
 
-	g := s.auth
-	g.mu.Lock()
-	err = s.reloadAuth()
-	g.setMode()
-	g.mu.Unlock()
-	if err != nil {
+	if err := s.auth.Reload(); err != nil {
 		return err
-	}
-	if s.opts.OnAuthChange != nil {
-		s.opts.OnAuthChange(true)
 	}
 	stored, err := s.j.Alarms()
 	if err != nil {

@@ -53,7 +53,7 @@ func (s *Server) StateHash(ctx context.Context, rev int64) (StateHash, error) {
 
 // Hash answers revd.maintenance.hash (see protos/revd/maintenance/v1).
 func (s *Server) Hash(ctx context.Context, r *maintenancev1.HashRequest) (*maintenancev1.HashResponse, error) {
-	if err := s.RequireAdmin(ctx); err != nil {
+	if err := s.auth.RequireAdmin(ctx); err != nil {
 		return nil, err // the root role, as etcd's Hash and HashKV
 	}
 	h, err := s.StateHash(ctx, r.Revision)

@@ -21,7 +21,7 @@ const ClusterVersion = "3.7.0"
 // its own leader; the raft indexes report the committed revision, which
 // grows as etcd's do.
 func (s *Server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
-	if err := s.requireUser(ctx); err != nil {
+	if err := s.auth.RequireUser(ctx); err != nil {
 		return nil, err
 	}
 	size := s.j.Size()

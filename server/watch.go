@@ -15,7 +15,7 @@ import (
 const grpcOverheadBytes = 512 * 1024
 
 // NewWatchStream opens a watch session of the caller of ctx (its token, see
-// auth.go) whose responses go to sink; the caller feeds it the client's
+// package authgate) whose responses go to sink; the caller feeds it the client's
 // requests (Handle), runs its sender (Run) and closes it when the client
 // goes away.
 func (s *Server) NewWatchStream(ctx context.Context, sink watch.Sink) *watch.Stream {
@@ -33,7 +33,7 @@ func (s *Server) NewWatchStream(ctx context.Context, sink watch.Sink) *watch.Str
 			if rctx == nil {
 				rctx = ctx
 			}
-			return s.WatchPermitted(rctx, key, end)
+			return s.auth.WatchPermitted(rctx, key, end)
 		},
 	})
 }

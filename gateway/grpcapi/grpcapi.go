@@ -10,7 +10,7 @@
 // server/cluster.go), and Maintenance's Status, Alarm (server/alarms.go),
 // Defragment, MoveLeader and Snapshot (a revd snapshot file, see package
 // journal), Auth (etcd's users, roles, permissions and tokens; see
-// server/auth.go), and Downgrade as an etcd with no downgrade job that
+// package server/authgate), and Downgrade as an etcd with no downgrade job that
 // cannot start one; gRPC's health service (grpc.health.v1.Health, SERVING),
 // as etcd registers it; Lock and Election (lockelection.go), and HashKV
 // (server/hashkv.go). Maintenance's Hash, a hash of etcd's whole bbolt
@@ -34,6 +34,7 @@ import (
 	"revd/gateway/grpcstats"
 	"revd/gateway/grpcwire"
 	"revd/server"
+	"revd/server/authgate"
 )
 
 // grpcOverheadBytes is the room etcd leaves above --max-request-bytes for
@@ -116,7 +117,7 @@ func NewWire(srv *server.Server, opts Options) *grpcwire.Server {
 	}
 	wopts := grpcwire.Options{MaxRecvMsgSize: opts.MaxRequestBytes + grpcOverheadBytes, Logger: opts.Logger, Stats: opts.Stats,
 		MaxConcurrentStreams: opts.MaxConcurrentStreams, KeepaliveMinTime: opts.KeepaliveMinTime,
-		PassMetadata: []string{server.ForwardedCallerKey}}
+		PassMetadata: []string{authgate.ForwardedCallerKey}}
 	if interval, timeout, ok := opts.keepaliveParams(); ok {
 		wopts.KeepaliveTime, wopts.KeepaliveTimeout = interval, timeout
 	}
@@ -138,7 +139,7 @@ func register(r grpc.ServiceRegistrar, srv *server.Server) {
 	pb.RegisterWatchServer(r, &watchServer{srv: srv})
 	pb.RegisterLeaseServer(r, &leaseServer{srv: srv})
 	pb.RegisterClusterServer(r, srv)
-	pb.RegisterAuthServer(r, srv)
+	pb.RegisterAuthServer(r, srv.Auth())
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(r, hs)
