@@ -109,7 +109,7 @@ func (a *applier) Apply(ent *raftpb.Entry) (uint64, error) {
 			s.auth.Follow(b.Auth)
 		}
 		if b.SetAlarms {
-			s.followAlarms(b.Alarms)
+			s.alarms.Follow(b.Alarms)
 		}
 	}
 	s.fan.Publish(b)

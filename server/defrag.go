@@ -38,7 +38,7 @@ func (s *Server) Defragment(ctx context.Context, _ *pb.DefragmentRequest) (*pb.D
 		}
 	}
 	err := s.j.Defragment(ctx)
-	s.alarms.lastSize.Store(0) // the quota measures again
+	s.alarms.Remeasure() // the quota measures again
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(err, journal.ErrClosed) {
 			return nil, toStatus(ctx.Err())

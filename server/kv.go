@@ -79,7 +79,7 @@ func (s *Server) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb
 // Txn runs a transaction: a read-only one on the read path, any other
 // through the sequencer.
 func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
-	if err := s.checkQuota(r); err != nil {
+	if err := s.alarms.CheckQuota(r); err != nil {
 		return nil, err
 	}
 	if err := etcdkv.CheckTxn(r, s.opts.MaxTxnOps); err != nil {
@@ -149,7 +149,7 @@ func (s *Server) StartWrite(ctx context.Context, req proto.Message, done func(pr
 // admitWrite makes every check of a Put, DeleteRange or writing Txn before
 // it is sequenced, in etcd's order: quota, validation, then admitValid.
 func (s *Server) admitWrite(ctx context.Context, req proto.Message) (func(sequencer.LeaseKeys) error, error) {
-	if err := s.checkQuota(req); err != nil {
+	if err := s.alarms.CheckQuota(req); err != nil {
 		return nil, err
 	}
 	field, err := s.validateWrite(req)
@@ -171,7 +171,7 @@ func (s *Server) admitValid(ctx context.Context, field protowire.Number, req pro
 	if err := s.limit.Check(field, req, ai); err != nil {
 		return nil, err
 	}
-	if err := s.checkAlarms(req); err != nil {
+	if err := s.alarms.Check(req); err != nil {
 		return nil, err
 	}
 	return s.auth.PermitWrite(ctx, ai, req)
@@ -216,7 +216,7 @@ func (s *Server) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.Comp
 	if err := s.limit.Check(reqsize.CompactionField, r, ai); err != nil {
 		return nil, err
 	}
-	if err := s.checkAlarms(r); err != nil {
+	if err := s.alarms.Check(r); err != nil {
 		return nil, err
 	}
 	// Checked again when decided (etcd's applier checks the root role

@@ -39,7 +39,7 @@ func (s *Server) startLeases(idx *lease.Index) {
 			if !s.lead.ready() {
 				return // only the leader expires leases; it renews them all when elected
 			}
-			if s.alarms.corrupt.Load() {
+			if s.alarms.Corrupt() {
 				// etcd's corrupt applier refuses the revoke; the lease
 				// actor tries again later.
 				log.Warn("lease expiry not recorded while the CORRUPT alarm is raised; it will be retried", "id", id)
@@ -83,13 +83,13 @@ const maxIDRetries = 8
 // (member bits, a millisecond timestamp, a counter; always positive).
 func (s *Server) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
 	// etcd's order: quota, the caller, the alarms.
-	if err := s.checkQuota(r); err != nil {
+	if err := s.alarms.CheckQuota(r); err != nil {
 		return nil, err
 	}
 	if err := s.auth.RequireUser(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.checkAlarms(r); err != nil {
+	if err := s.alarms.Check(r); err != nil {
 		return nil, err
 	}
 	req := &pb.LeaseGrantRequest{ID: r.ID, TTL: r.TTL}
@@ -121,7 +121,7 @@ func (s *Server) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb
 	if err := s.auth.PermitUser(ai); err != nil {
 		return nil, err
 	}
-	if err := s.checkAlarms(r); err != nil {
+	if err := s.alarms.Check(r); err != nil {
 		return nil, err
 	}
 	if err := s.auth.PermitLeaseKeys(ctx, ai, r.ID); err != nil {

@@ -7,6 +7,7 @@ import (
 	leaseactor "revd/actors/lease"
 	"revd/actors/watch"
 	"revd/internal/etcdkv"
+	"revd/server/alarm"
 	"revd/server/authgate"
 	"revd/server/internal/reqsize"
 )
@@ -24,6 +25,9 @@ const (
 	// DefaultBcryptCost is etcd's --bcrypt-cost (bcrypt.DefaultCost).
 	DefaultBcryptCost = authgate.DefaultBcryptCost
 )
+
+// DefaultQuotaBytes is etcd's default space quota (2 GiB).
+const DefaultQuotaBytes = alarm.DefaultQuotaBytes
 
 // DefaultShards is the number of key-shard actors when Options.Splits is nil.
 const DefaultShards = 4
@@ -68,8 +72,8 @@ type Options struct {
 
 	// QuotaBackendBytes is the space quota (etcd's --quota-backend-bytes):
 	// a write that would take the journal to it raises the NOSPACE alarm
-	// (see alarms.go). Default DefaultQuotaBytes; negative turns the quota
-	// off.
+	// (see package alarm). Default DefaultQuotaBytes; negative turns the
+	// quota off.
 	QuotaBackendBytes int64
 
 	// CommitDuration, if set, is told how long each group commit took to

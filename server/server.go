@@ -20,6 +20,7 @@ import (
 	"revd/journal"
 	"revd/projections/lease"
 	"revd/projections/mvcc"
+	"revd/server/alarm"
 	"revd/server/authgate"
 	"revd/server/internal/reqsize"
 )
@@ -61,7 +62,7 @@ type Server struct {
 	watchBudget *watch.Budget
 	watchStats  *watch.Stats
 	stats       counters
-	alarms      alarms
+	alarms      *alarm.Alarms
 	auth        authChecks
 	authService *authgate.Service
 	hashes      compactionHashes
@@ -131,7 +132,7 @@ func New(opts Options) (*Server, error) {
 		s.log.Error("keys name leases that do not exist; they stay without a lease", "keys", orphans)
 	}
 	s.stats.countRestored(seqStore)
-	if err := s.loadAlarms(); err != nil {
+	if err := s.openAlarms(); err != nil {
 		j.Close()
 		return nil, err
 	}

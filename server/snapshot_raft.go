@@ -148,7 +148,7 @@ func (s *Server) reload() error {
 	if err != nil {
 		return err
 	}
-	s.followAlarms(stored)
+	s.alarms.Follow(stored)
 	cs, err := s.loadClusterState()
 	if err != nil {
 		return err
