@@ -29,7 +29,7 @@ func (s *Server) openAlarms() error {
 		RaiseNoSpace: func() {
 			ctx, cancel := context.WithTimeout(authgate.AsServer(context.Background()), s.requestTimeout())
 			defer cancel()
-			_, _ = s.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: s.meta.MemberID, Alarm: pb.AlarmType_NOSPACE})
+			_, _ = s.maint.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: s.meta.MemberID, Alarm: pb.AlarmType_NOSPACE})
 		},
 		Logger: s.log,
 	})
@@ -38,55 +38,3 @@ func (s *Server) openAlarms() error {
 
 // Alarms lists the raised alarms.
 func (s *Server) Alarms() []*pb.AlarmMember { return s.alarms.List() }
-
-// Alarm answers Maintenance.Alarm as etcd's applier does: GET lists the
-// alarms (of one type, or all for NONE); ACTIVATE raises one for the given
-// member (any id, as etcd) and answers it, new or not; DEACTIVATE clears
-// one and answers it if it was raised.
-func (s *Server) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
-	if r.Action == pb.AlarmRequest_GET {
-		return s.alarm(ctx, r)
-	}
-	// The leader raises and clears them (it journals them): another
-	// member forwards the request.
-	return atLeader(s, ctx, "Alarm", r, func() (*pb.AlarmResponse, error) { return s.alarm(ctx, r) })
-}
-
-func (s *Server) alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
-	check := s.auth.RequireAdmin
-	if r.Action == pb.AlarmRequest_GET {
-		check = s.auth.RequireUser
-	}
-	if err := check(ctx); err != nil {
-		return nil, err
-	}
-	resp := &pb.AlarmResponse{Header: s.Header()}
-	switch r.Action {
-	case pb.AlarmRequest_GET:
-		for _, m := range s.alarms.List() {
-			if r.Alarm == pb.AlarmType_NONE || m.Alarm == r.Alarm {
-				resp.Alarms = append(resp.Alarms, m)
-			}
-		}
-	case pb.AlarmRequest_ACTIVATE:
-		if r.Alarm == pb.AlarmType_NONE {
-			break
-		}
-		m, err := s.alarms.Raise(r.MemberID, r.Alarm)
-		if err != nil {
-			return nil, err
-		}
-		if m != nil {
-			resp.Alarms = append(resp.Alarms, m)
-		}
-	case pb.AlarmRequest_DEACTIVATE:
-		m, err := s.alarms.Clear(r.MemberID, r.Alarm)
-		if err != nil {
-			return nil, err
-		}
-		if m != nil {
-			resp.Alarms = append(resp.Alarms, m)
-		}
-	}
-	return resp, nil
-}

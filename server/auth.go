@@ -125,8 +125,3 @@ func (s *Server) AuthEnabled() bool { return s.auth.Enabled() }
 // authentication off, or when the request names no one; etcd's "invalid
 // auth token" for a token that names no one.
 func (s *Server) Caller(ctx context.Context) (string, error) { return s.auth.UserName(ctx) }
-
-// RequireAdmin is etcd's AuthAdmin.isPermitted: with authentication on,
-// the caller must hold the root role. The gateways call it for the calls
-// they answer themselves (Maintenance.Hash).
-func (s *Server) RequireAdmin(ctx context.Context) error { return s.auth.RequireAdmin(ctx) }

@@ -141,32 +141,3 @@ func (s *Server) MemberPromote(ctx context.Context, r *pb.MemberPromoteRequest) 
 		return &pb.MemberPromoteResponse{Header: s.clusterHeader(), Members: s.members()}, nil
 	})
 }
-
-// errTimeoutLeaderTransfer is etcd's answer to a transfer that did not end
-// in time (an error its gRPC layer does not map: code Unknown).
-var errTimeoutLeaderTransfer = status.Error(codes.Unknown, "etcdserver: request timed out, leader transfer took too long")
-
-// MoveLeader answers Maintenance.MoveLeader, on the leader only (etcd's
-// "not leader" elsewhere, as in etcd, whose answer has no header): the
-// target must be a voting member, and the answer waits until it leads.
-func (s *Server) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
-	if err := s.auth.RequireAdmin(ctx); err != nil {
-		return nil, err
-	}
-	lead := s.raft.Lead()
-	if lead != s.meta.MemberID {
-		return nil, rpctypes.ErrGRPCNotLeader
-	}
-	if m := s.cluster.member(r.TargetID); m == nil || m.IsLearner {
-		return nil, rpctypes.ErrGRPCBadLeaderTransferee
-	}
-	s.raft.TransferLeadership(ctx, lead, r.TargetID)
-	for s.raft.Lead() != r.TargetID {
-		select {
-		case <-ctx.Done():
-			return nil, errTimeoutLeaderTransfer
-		case <-time.After(s.opts.Cluster.TickInterval):
-		}
-	}
-	return &pb.MoveLeaderResponse{}, nil
-}

@@ -20,6 +20,7 @@ import (
 
 	raftv1 "revd/protos/revd/raft/v1"
 	"revd/server/authgate"
+	"revd/server/maintenance"
 )
 
 // Forwarding: only the leader's sequencer decides, and only the leader
@@ -65,7 +66,7 @@ func init() {
 		"LeaseKeepAliveOnce":   method((*Server).LeaseKeepAliveOnce),
 		"LeaseTimeToLive":      method((*Server).LeaseTimeToLive),
 		"LeaseLeases":          method((*Server).LeaseLeases),
-		"Alarm":                method((*Server).Alarm),
+		"Alarm":                on(maintenanceService, (*maintenance.Service).Alarm),
 		"AuthEnable":           on(authService, (*authgate.Service).AuthEnable),
 		"AuthDisable":          on(authService, (*authgate.Service).AuthDisable),
 		"UserAdd":              on(authService, (*authgate.Service).UserAdd),
@@ -85,8 +86,10 @@ func init() {
 	}
 }
 
-// authService is where the leader runs the Auth service's changes.
-func authService(s *Server) *authgate.Service { return s.authService }
+// authService and maintenanceService are where the leader runs their
+// services' changes.
+func authService(s *Server) *authgate.Service           { return s.authService }
+func maintenanceService(s *Server) *maintenance.Service { return s.maint }
 
 type forwardMethod struct {
 	call    func(s *Server, ctx context.Context, req []byte) (proto.Message, error)

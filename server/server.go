@@ -23,6 +23,7 @@ import (
 	"revd/server/alarm"
 	"revd/server/authgate"
 	"revd/server/internal/reqsize"
+	"revd/server/maintenance"
 )
 
 // Server is one revd member. Its methods are safe for concurrent use.
@@ -65,7 +66,7 @@ type Server struct {
 	alarms      *alarm.Alarms
 	auth        authChecks
 	authService *authgate.Service
-	hashes      compactionHashes
+	maint       *maintenance.Service
 
 	// committed is the newest applied revision; compactRev the newest
 	// applied compaction (-1: none). Both move on the apply goroutine
@@ -144,9 +145,11 @@ func New(opts Options) (*Server, error) {
 	s.committed.Store(seqStore.Rev())
 	s.compactRev.Store(compactRev)
 
+	s.maint = s.newMaintenance()
+
 	s.system = system.New(opts.Logger)
 	s.set.Start(s.system)
-	s.comp = newCompactor(j, opts.Logger.With("component", "compactor"), compactRev, s.compactionHash)
+	s.comp = newCompactor(j, opts.Logger.With("component", "compactor"), compactRev, s.maint.CompactionHash)
 	// Decisions wait for this member to lead; what is decided goes through
 	// raft, and comes back to every member's applier, which publishes it.
 	s.seq = sequencer.Start(s.system, sequencer.Options{
@@ -262,3 +265,7 @@ func (s *Server) journalChange(c *sequencer.Change) error {
 		return sequencer.ErrStopped
 	}
 }
+
+// MemberID is this member's id; ClusterID the cluster's.
+func (s *Server) MemberID() uint64  { return s.meta.MemberID }
+func (s *Server) ClusterID() uint64 { return s.meta.ClusterID }

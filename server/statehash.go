@@ -8,18 +8,11 @@ import (
 	"revd/actors/shard"
 	"revd/internal/etcdkv"
 	"revd/projections/statehash"
-	maintenancev1 "revd/protos/revd/maintenance/v1"
+	"revd/server/maintenance"
 )
 
 // StateHash is the state hash of the keys alive at one revision.
-type StateHash struct {
-	// Revision hashed.
-	Revision int64
-	// Keys alive at Revision.
-	Keys int64
-	// Sum is the hash defined by package statehash.
-	Sum statehash.Sum
-}
+type StateHash = maintenance.StateHash
 
 // StateHash hashes the key-value pairs alive at rev, read from the key-shard
 // projections, with package statehash: the same hash revctl journal verify
@@ -49,19 +42,4 @@ func (s *Server) StateHash(ctx context.Context, rev int64) (StateHash, error) {
 		return StateHash{}, err
 	}
 	return StateHash{Revision: rev, Keys: int64(len(kvs)), Sum: sum}, nil
-}
-
-// Hash answers revd.maintenance.hash (see protos/revd/maintenance/v1).
-func (s *Server) Hash(ctx context.Context, r *maintenancev1.HashRequest) (*maintenancev1.HashResponse, error) {
-	if err := s.auth.RequireAdmin(ctx); err != nil {
-		return nil, err // the root role, as etcd's Hash and HashKV
-	}
-	h, err := s.StateHash(ctx, r.Revision)
-	if err != nil {
-		return nil, err
-	}
-	return &maintenancev1.HashResponse{
-		Revision: h.Revision, Hash: h.Sum[:], Keys: h.Keys, CompactRevision: s.compactRev.Load(),
-		ClusterId: s.meta.ClusterID, MemberId: s.meta.MemberID,
-	}, nil
 }
