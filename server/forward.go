@@ -20,6 +20,7 @@ import (
 
 	raftv1 "revd/protos/revd/raft/v1"
 	"revd/server/authgate"
+	"revd/server/cluster"
 	"revd/server/maintenance"
 )
 
@@ -51,8 +52,9 @@ var errNotLeaderHere = errors.New("server: this member does not lead")
 // sent; the forwarding member tries again shortly.
 var errLeaderUnreachable = errors.New("server: the leader cannot be reached")
 
-// forwardMethods are the requests a member forwards, by the Server method
-// the leader runs (set in init: the methods forward, through this map).
+// forwardMethods are the requests a member forwards, by the method the
+// leader runs, the Server's or one of its services' (set in init: the
+// methods forward, through this map).
 var forwardMethods map[string]forwardMethod
 
 func init() {
@@ -78,18 +80,19 @@ func init() {
 		"RoleDelete":           on(authService, (*authgate.Service).RoleDelete),
 		"RoleGrantPermission":  on(authService, (*authgate.Service).RoleGrantPermission),
 		"RoleRevokePermission": on(authService, (*authgate.Service).RoleRevokePermission),
-		"MemberAdd":            method((*Server).MemberAdd),
-		"MemberRemove":         method((*Server).MemberRemove),
-		"MemberUpdate":         method((*Server).MemberUpdate),
-		"MemberPromote":        method((*Server).MemberPromote),
+		"MemberAdd":            on(clusterService, (*cluster.Service).MemberAdd),
+		"MemberRemove":         on(clusterService, (*cluster.Service).MemberRemove),
+		"MemberUpdate":         on(clusterService, (*cluster.Service).MemberUpdate),
+		"MemberPromote":        on(clusterService, (*cluster.Service).MemberPromote),
 		"publishAttributes":    method((*Server).publishAttributes),
 	}
 }
 
-// authService and maintenanceService are where the leader runs their
-// services' changes.
+// authService, maintenanceService and clusterService are where the leader
+// runs their services' changes.
 func authService(s *Server) *authgate.Service           { return s.authService }
 func maintenanceService(s *Server) *maintenance.Service { return s.maint }
+func clusterService(s *Server) *cluster.Service         { return s.clusterSvc }
 
 type forwardMethod struct {
 	call    func(s *Server, ctx context.Context, req []byte) (proto.Message, error)

@@ -22,17 +22,17 @@ import (
 	"revd/projections/mvcc"
 	"revd/server/alarm"
 	"revd/server/authgate"
+	"revd/server/cluster"
 	"revd/server/internal/reqsize"
 	"revd/server/maintenance"
 )
 
 // Server is one revd member. Its methods are safe for concurrent use.
 type Server struct {
-	// The KV and Cluster methods override every method of the embedded
-	// Unimplemented*Servers; they are there to satisfy etcdserverpb's
-	// KVServer and ClusterServer.
+	// The KV methods override every method of the embedded
+	// UnimplementedKVServer; it is there to satisfy etcdserverpb's
+	// KVServer.
 	pb.UnimplementedKVServer
-	pb.UnimplementedClusterServer
 
 	opts    Options
 	log     *slog.Logger
@@ -67,6 +67,7 @@ type Server struct {
 	auth        authChecks
 	authService *authgate.Service
 	maint       *maintenance.Service
+	clusterSvc  *cluster.Service
 
 	// committed is the newest applied revision; compactRev the newest
 	// applied compaction (-1: none). Both move on the apply goroutine
@@ -146,6 +147,7 @@ func New(opts Options) (*Server, error) {
 	s.compactRev.Store(compactRev)
 
 	s.maint = s.newMaintenance()
+	s.clusterSvc = s.newCluster()
 
 	s.system = system.New(opts.Logger)
 	s.set.Start(s.system)

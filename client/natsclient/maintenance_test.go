@@ -92,7 +92,7 @@ func TestEtcdMaintenanceOverNATS(t *testing.T) {
 	if err != nil || len(members.Members) != 1 {
 		t.Fatalf("MemberList = %v, %v", members, err)
 	}
-	direct, derr := srv.MemberList(ctx, &pb.MemberListRequest{})
+	direct, derr := srv.Cluster().MemberList(ctx, &pb.MemberListRequest{})
 	same("MemberList", members, direct, err, derr)
 
 	hk, err := c.HashKV(ctx, &pb.HashKVRequest{})

@@ -7,7 +7,7 @@
 // Served: KV (Range, Put, DeleteRange, Txn, Compact, RangeStream), Watch
 // (watch.go), Lease (lease.go: grant, revoke, keep-alive, time-to-live,
 // leases), Cluster (a cluster of one member that cannot change; see
-// server/cluster.go), Maintenance (package server/maintenance: Status,
+// package server/cluster), Maintenance (package server/maintenance: Status,
 // Alarm, Defragment, MoveLeader, HashKV, Snapshot (a revd snapshot file,
 // see package journal), Downgrade as an etcd with no downgrade job that
 // cannot start one, and Hash, a hash of etcd's whole bbolt database, which
@@ -138,7 +138,7 @@ func register(r grpc.ServiceRegistrar, srv *server.Server) {
 	pb.RegisterMaintenanceServer(r, srv.Maintenance())
 	pb.RegisterWatchServer(r, &watchServer{srv: srv})
 	pb.RegisterLeaseServer(r, &leaseServer{srv: srv})
-	pb.RegisterClusterServer(r, srv)
+	pb.RegisterClusterServer(r, srv.Cluster())
 	pb.RegisterAuthServer(r, srv.Auth())
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
