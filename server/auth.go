@@ -29,9 +29,11 @@ type authChecks interface {
 	// root role.
 	RequireUser(ctx context.Context) error
 	RequireAdmin(ctx context.Context) error
-	// Read runs get, a read of req, for the caller of ctx (etcd's
-	// doSerialize).
-	Read(ctx context.Context, req proto.Message, get func() error) error
+	// PermitRead checks a read of req for the caller of ctx and returns
+	// the caller; ReadDone ends the read (etcd's doSerialize: a read made
+	// while the auth store changed is refused).
+	PermitRead(ctx context.Context, req proto.Message) (*auth.AuthInfo, error)
+	ReadDone(ai *auth.AuthInfo, err error) error
 	// PermitWrite checks a KV write of a caller and returns the check the
 	// sequencer makes again when it decides it; AdmitAs is that check for
 	// any other write (a compaction, a lease revoke).

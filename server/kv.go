@@ -28,12 +28,12 @@ func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespon
 			return nil, err
 		}
 	}
-	var resp *pb.RangeResponse
-	err := s.auth.Read(ctx, r, func() (err error) {
-		resp, err = s.rangeShards(ctx, r)
-		return err
-	})
+	ai, err := s.auth.PermitRead(ctx, r)
 	if err != nil {
+		return nil, err
+	}
+	resp, err := s.rangeShards(ctx, r)
+	if err = s.auth.ReadDone(ai, err); err != nil {
 		return nil, err
 	}
 	s.fill(resp.Header)
@@ -91,14 +91,16 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 				return nil, err
 			}
 		}
-		var resp *pb.TxnResponse
-		err := s.auth.Read(ctx, r, func() error {
-			return s.read(ctx, func(v *shard.View) (err error) {
-				resp, err = etcdkv.Txn(etcdkv.ReadOnly(v), r, nil)
-				return err
-			})
-		})
+		ai, err := s.auth.PermitRead(ctx, r)
 		if err != nil {
+			return nil, err
+		}
+		var resp *pb.TxnResponse
+		err = s.read(ctx, func(v *shard.View) (err error) {
+			resp, err = etcdkv.Txn(etcdkv.ReadOnly(v), r, nil)
+			return err
+		})
+		if err = s.auth.ReadDone(ai, err); err != nil {
 			return nil, err
 		}
 		s.fill(resp.Header)

@@ -34,7 +34,11 @@ func (s *Server) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) err
 			return err
 		}
 	}
-	return s.auth.Read(rs.Context(), r, func() error { return s.streamRange(r, rs) })
+	ai, err := s.auth.PermitRead(rs.Context(), r)
+	if err != nil {
+		return err
+	}
+	return s.auth.ReadDone(ai, s.streamRange(r, rs))
 }
 
 // streamRange sends a checked RangeStream's chunks.

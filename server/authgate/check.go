@@ -41,22 +41,27 @@ import (
 // permissions (quota, validation, size, alarms) between them, is the
 // caller's, documented with each call in package server.
 
-// Read is etcd's doSerialize for a read (Range, RangeStream, a read-only
-// Txn) of the caller of ctx: the caller's permissions are checked, then
-// get reads; then the auth revision the caller was judged at (a JWT's
-// claim; for a simple token, the store's revision when the token was
-// looked up) must still be the store's, or the read, even one that failed,
-// is refused with "revision of auth store is old", on which etcd's clients
-// authenticate again and retry.
-func (g *Gate) Read(ctx context.Context, req proto.Message, get func() error) error {
+// PermitRead begins etcd's doSerialize for a read (Range, RangeStream, a
+// read-only Txn) of the caller of ctx: it checks the caller's permissions
+// and returns the caller, for ReadDone once the read is made.
+func (g *Gate) PermitRead(ctx context.Context, req proto.Message) (*auth.AuthInfo, error) {
 	ai, err := g.Caller(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := g.permitKV(ctx, ai, req); err != nil {
-		return err
+		return nil, err
 	}
-	err = get()
+	return ai, nil
+}
+
+// ReadDone ends etcd's doSerialize for a read of ai (PermitRead's) that
+// returned err: the auth revision the caller was judged at (a JWT's claim;
+// for a simple token, the store's revision when the token was looked up)
+// must still be the store's, or the read, even one that failed, is refused
+// with "revision of auth store is old", on which etcd's clients
+// authenticate again and retry. Otherwise it returns err.
+func (g *Gate) ReadDone(ai *auth.AuthInfo, err error) error {
 	if ai != nil && ai.Revision != 0 && ai.Revision != g.store.Revision() {
 		return authError(auth.ErrAuthOldRevision)
 	}
