@@ -8,7 +8,6 @@ import (
 
 	"revd/actors/sequencer"
 	"revd/journal"
-	"revd/server/authgate"
 )
 
 // authChecks are the checks of etcd's auth layer that the KV, lease and
@@ -58,72 +57,3 @@ type authChecks interface {
 	// Close stops the token provider's timers.
 	Close()
 }
-
-// openAuth opens the auth gate on the auth state the journal holds (a
-// fresh store gets etcd's auth revision 1, durably), and the Auth service
-// on it.
-func (s *Server) openAuth() error {
-	st, err := s.j.Auth()
-	if err != nil {
-		return err
-	}
-	g, err := authgate.Open(st, authgate.Options{
-		Token:          s.opts.AuthToken,
-		TokenTTL:       s.opts.AuthTokenTTL,
-		BcryptCost:     s.opts.BcryptCost,
-		ClientCertAuth: s.opts.ClientCertAuth,
-		Limit:          s.limit,
-		Commit:         s.commitAuth,
-		Load:           s.j.Auth,
-		OnCommitFail:   s.onAuthFail,
-		WritesFailed:   s.failedErr,
-		OnChange:       s.opts.OnAuthChange,
-		LeaseKeys:      s.leaseKeys,
-		Logger:         s.log.With("component", "auth"),
-	})
-	if err != nil {
-		return err
-	}
-	s.auth = g
-	s.authService = authgate.NewService(g, authgate.ServiceOptions{
-		Header: s.Header,
-		AtLeader: func(ctx context.Context, name string, req proto.Message, local func() (proto.Message, error)) (proto.Message, error) {
-			return atLeader(s, ctx, name, req, local)
-		},
-	})
-	return nil
-}
-
-// commitAuth journals the auth store's changes through the sequencer. The
-// one change made before the sequencer runs, at start-up, is the first auth
-// revision etcd's NewAuthStore sets on a fresh store: it is written then,
-// alone, as the journal's term is.
-func (s *Server) commitAuth(changes []journal.AuthChange) error {
-	if s.seq == nil {
-		b := s.j.NewBatch()
-		b.ChangeAuth(changes)
-		return s.j.Commit(b)
-	}
-	return s.journalChange(&sequencer.Change{Auth: changes})
-}
-
-// onAuthFail stops the server's writes after a failed auth commit, as a
-// failed journal commit does.
-func (s *Server) onAuthFail(err error) {
-	s.log.Error("journaling an auth change failed; the server refuses writes from now on", "err", err)
-	s.onFail(err)
-}
-
-// Auth is etcd's Auth service, with what the front doors ask of
-// authentication besides (the NATS bus's password checks, the callers
-// revd's own API clients pass on).
-func (s *Server) Auth() *authgate.Service { return s.authService }
-
-// AuthEnabled reports whether authentication is on.
-func (s *Server) AuthEnabled() bool { return s.auth.Enabled() }
-
-// Caller is the user a request's token (or certificate) names, for the
-// front doors' own bookkeeping (a NATS watch session's owner): "" with
-// authentication off, or when the request names no one; etcd's "invalid
-// auth token" for a token that names no one.
-func (s *Server) Caller(ctx context.Context) (string, error) { return s.auth.UserName(ctx) }

@@ -63,11 +63,11 @@ func init() {
 		"DeleteRange":          method((*Server).DeleteRange),
 		"Txn":                  method((*Server).Txn),
 		"Compact":              method((*Server).Compact),
-		"LeaseGrant":           method((*Server).LeaseGrant),
-		"LeaseRevoke":          method((*Server).LeaseRevoke),
-		"LeaseKeepAliveOnce":   method((*Server).LeaseKeepAliveOnce),
-		"LeaseTimeToLive":      method((*Server).LeaseTimeToLive),
-		"LeaseLeases":          method((*Server).LeaseLeases),
+		"LeaseGrant":           on(leaseService, (*Leases).LeaseGrant),
+		"LeaseRevoke":          on(leaseService, (*Leases).LeaseRevoke),
+		"LeaseKeepAliveOnce":   on(leaseService, (*Leases).LeaseKeepAliveOnce),
+		"LeaseTimeToLive":      on(leaseService, (*Leases).LeaseTimeToLive),
+		"LeaseLeases":          on(leaseService, (*Leases).LeaseLeases),
 		"Alarm":                on(maintenanceService, (*maintenance.Service).Alarm),
 		"AuthEnable":           on(authService, (*authgate.Service).AuthEnable),
 		"AuthDisable":          on(authService, (*authgate.Service).AuthDisable),
@@ -88,8 +88,9 @@ func init() {
 	}
 }
 
-// authService, maintenanceService and clusterService are where the leader
-// runs their services' changes.
+// leaseService, authService, maintenanceService and clusterService are
+// where the leader runs their services' calls.
+func leaseService(s *Server) *Leases                    { return s.lease }
 func authService(s *Server) *authgate.Service           { return s.authService }
 func maintenanceService(s *Server) *maintenance.Service { return s.maint }
 func clusterService(s *Server) *cluster.Service         { return s.clusterSvc }

@@ -32,22 +32,12 @@ func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespon
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.rangeShards(ctx, r)
+	resp, err := s.reads.rangeShards(ctx, r)
 	if err = s.auth.ReadDone(ai, err); err != nil {
 		return nil, err
 	}
 	s.fill(resp.Header)
 	return resp, nil
-}
-
-// rangeShards reads a checked RangeRequest from the shards through s.read;
-// the header holds only the revision.
-func (s *Server) rangeShards(ctx context.Context, r *pb.RangeRequest) (resp *pb.RangeResponse, err error) {
-	err = s.read(ctx, func(v *shard.View) error {
-		resp, err = etcdkv.Range(v, r)
-		return err
-	})
-	return resp, err
 }
 
 // Put writes one key through the sequencer.
@@ -96,7 +86,7 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 			return nil, err
 		}
 		var resp *pb.TxnResponse
-		err = s.read(ctx, func(v *shard.View) (err error) {
+		err = s.reads.read(ctx, func(v *shard.View) (err error) {
 			resp, err = etcdkv.Txn(etcdkv.ReadOnly(v), r, nil)
 			return err
 		})
@@ -154,7 +144,7 @@ func (s *Server) admitWrite(ctx context.Context, req proto.Message) (func(sequen
 	if err := s.alarms.CheckQuota(req); err != nil {
 		return nil, err
 	}
-	field, err := s.validateWrite(req)
+	field, err := validateWrite(req, s.opts.MaxTxnOps)
 	if err != nil {
 		return nil, err
 	}
@@ -191,16 +181,17 @@ func (s *Server) IsWrite(req proto.Message) bool {
 	return false
 }
 
-// validateWrite validates a Put, DeleteRange or Txn as etcd's gRPC layer
-// does, and returns the field of etcd's raft request that would carry it.
-func (s *Server) validateWrite(req proto.Message) (protowire.Number, error) {
+// validateWrite validates a Put, DeleteRange or Txn (of at most maxTxnOps
+// operations a branch) as etcd's gRPC layer does, and returns the field of
+// etcd's raft request that would carry it.
+func validateWrite(req proto.Message, maxTxnOps int) (protowire.Number, error) {
 	switch r := req.(type) {
 	case *pb.PutRequest:
 		return reqsize.PutField, etcdkv.CheckPut(r)
 	case *pb.DeleteRangeRequest:
 		return reqsize.DeleteRangeField, etcdkv.CheckDeleteRange(r)
 	case *pb.TxnRequest:
-		return reqsize.TxnField, etcdkv.CheckTxn(r, s.opts.MaxTxnOps)
+		return reqsize.TxnField, etcdkv.CheckTxn(r, maxTxnOps)
 	}
 	return 0, fmt.Errorf("server: %T is not a write request", req)
 }
@@ -234,57 +225,6 @@ func (s *Server) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.Comp
 		}
 	}
 	return resp.(*pb.CompactionResponse), nil
-}
-
-// readView pins the revision a read sees: the committed revision when it
-// began, once every shard has applied it. Writes are acknowledged once
-// durable, before the shards apply them, so a serializable read waits too:
-// it then sees every write acknowledged before it, as on etcd (which
-// applies before it answers). A single server has nothing cheaper to offer
-// a serializable read; the wait is for at most one batch's apply.
-//
-// A compaction accepted while the read waits may be above that revision
-// (a compaction revision is at most the committed one); the read then moves
-// up to the committed revision again, so that a read of the current state
-// is never refused as compacted.
-func (s *Server) readView(ctx context.Context) (*shard.View, error) {
-	tr := s.set.Tracker()
-	rev := s.committed.Load()
-	for {
-		if err := tr.Wait(ctx, rev); err != nil {
-			return nil, toStatus(err)
-		}
-		compactRev := s.compactRev.Load()
-		if compactRev <= rev {
-			return s.set.View(rev, compactRev), nil
-		}
-		rev = s.committed.Load()
-	}
-}
-
-// read runs f on a view from readView, and again on a fresh view if f
-// failed while a compaction past the view's was accepted: a shard may then
-// have compacted its index past the view's revision (compacted), or the
-// compactor folded away a journal record the read had to load (a load
-// error), though the request asked for nothing compacted when it began. A
-// request whose own revision is below the new compaction then fails as
-// compacted, as it would on etcd after that compaction.
-func (s *Server) read(ctx context.Context, f func(*shard.View) error) error {
-	for {
-		v, err := s.readView(ctx)
-		if err != nil {
-			return err
-		}
-		err = f(v)
-		if err == nil || s.compactRev.Load() <= v.CompactRev() {
-			return err
-		}
-	}
-}
-
-// propose sends a write to the sequencer and waits for its durable outcome.
-func (s *Server) propose(ctx context.Context, req proto.Message) (proto.Message, error) {
-	return s.send(ctx, &sequencer.Command{Req: req})
 }
 
 // send sends cmd to the sequencer and waits for its outcome, applied. In
@@ -336,7 +276,7 @@ func forwardName(req proto.Message) string {
 
 // answer turns a write's applied outcome into its response, header
 // filled. Applied is enough: any read that begins after this answer waits
-// for the shards to show the write (see readView).
+// for the shards to show the write (see reader.view).
 func (s *Server) answer(o sequencer.Outcome) (proto.Message, error) {
 	if o.Err != nil {
 		return nil, outcomeErr(o.Err)

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"google.golang.org/protobuf/proto"
 
 	"revd/server/maintenance"
 )
@@ -21,29 +20,6 @@ const (
 	// reports (its /version's "etcdcluster").
 	ClusterVersion = maintenance.ClusterVersion
 )
-
-// Maintenance is etcd's Maintenance service, with revd's own maintenance
-// calls.
-func (s *Server) Maintenance() *maintenance.Service { return s.maint }
-
-// newMaintenance makes the Maintenance service, given this server's store,
-// its member and its alarms.
-func (s *Server) newMaintenance() *maintenance.Service {
-	return maintenance.New(maintenance.Options{
-		ClusterID:    s.meta.ClusterID,
-		MemberID:     s.meta.MemberID,
-		TickInterval: s.opts.Cluster.TickInterval,
-		Access:       s.auth,
-		Store:        maintenanceStore{s},
-		Raft:         memberView{s},
-		Alarms:       s.alarms,
-		Journal:      s.j,
-		AtLeader: func(ctx context.Context, name string, req proto.Message, local func() (proto.Message, error)) (proto.Message, error) {
-			return atLeader(s, ctx, name, req, local)
-		},
-		Logger: s.log,
-	})
-}
 
 // maintenanceStore is the store as the Maintenance calls read it.
 type maintenanceStore struct{ s *Server }

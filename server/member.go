@@ -11,10 +11,8 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	raftv1 "revd/protos/revd/raft/v1"
-	"revd/server/cluster"
 	"revd/server/maintenance"
 )
 
@@ -23,25 +21,6 @@ import (
 // the members it applied and their changes (memberchange.go), and its raft
 // node's state.
 type memberView struct{ s *Server }
-
-// Cluster is etcd's Cluster service.
-func (s *Server) Cluster() *cluster.Service { return s.clusterSvc }
-
-// newCluster makes the Cluster service on this member's membership.
-func (s *Server) newCluster() *cluster.Service {
-	return cluster.New(cluster.Options{
-		Access:     s.auth,
-		Membership: memberView{s},
-		Header: func() *pb.ResponseHeader {
-			h := &pb.ResponseHeader{} // no revision, as etcd's
-			s.fill(h)
-			return h
-		},
-		AtLeader: func(ctx context.Context, name string, req proto.Message, local func() (proto.Message, error)) (proto.Message, error) {
-			return atLeader(s, ctx, name, req, local)
-		},
-	})
-}
 
 // Members lists the members as applied, in id order; this member's name
 // and client URLs are its own, whether it published them yet or not.

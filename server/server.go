@@ -44,9 +44,10 @@ type Server struct {
 	system *system.System
 	seq    *sequencer.Ref
 	set    *shard.Set
+	reads  reader   // the read path (read.go)
 	splits [][]byte // the shards' split points
 	comp   *compactor
-	lease  leaseState
+	lease  *Leases
 	fan    fanout.Fanout
 
 	// The member's raft: the log, the peers, the leader, the proposals
@@ -110,6 +111,7 @@ func New(opts Options) (*Server, error) {
 	meta := j.Meta()
 	s := &Server{opts: opts, log: opts.Logger, j: j, meta: meta, started: time.Now(), splits: splits, set: shard.NewSet(splits),
 		limit: reqsize.Limit{MemberID: meta.MemberID, MaxBytes: opts.MaxRequestBytes}, closing: make(chan struct{}), joined: id}
+	s.reads = reader{set: s.set, j: j, committed: &s.committed, compactRev: &s.compactRev}
 	s.lead.init()
 	s.props = newProposals(s)
 	if err := s.resumeInstall(); err != nil {
@@ -119,8 +121,8 @@ func New(opts Options) (*Server, error) {
 	seqStore := mvcc.NewStore()
 	// Both stores keep each key's current pair in memory and fetch older
 	// ones from the journal.
-	seqStore.SetLoader(s.loadPair)
-	s.set.SetLoader(s.loadPair)
+	seqStore.SetLoader(s.reads.loadPair)
+	s.set.SetLoader(s.reads.loadPair)
 	compactRev, err := restore(j, seqStore, s.set)
 	if err != nil {
 		j.Close()
@@ -134,20 +136,13 @@ func New(opts Options) (*Server, error) {
 		s.log.Error("keys name leases that do not exist; they stay without a lease", "keys", orphans)
 	}
 	s.stats.countRestored(seqStore)
-	if err := s.openAlarms(); err != nil {
-		j.Close()
-		return nil, err
-	}
-	if err := s.openAuth(); err != nil {
+	if err := s.openServices(); err != nil {
 		j.Close()
 		return nil, err
 	}
 	leaseCopy := leases.Clone() // the lease actor's; the core owns leases
 	s.committed.Store(seqStore.Rev())
 	s.compactRev.Store(compactRev)
-
-	s.maint = s.newMaintenance()
-	s.clusterSvc = s.newCluster()
 
 	s.system = system.New(opts.Logger)
 	s.set.Start(s.system)
@@ -161,14 +156,14 @@ func New(opts Options) (*Server, error) {
 		Inactive: true,
 		Rebuild:  s.rebuildCore,
 	})
-	s.startLeases(leaseCopy)
+	s.lease.start(s.system, leaseCopy, opts.LeaseClock, s.meta.MemberID)
 	if err := s.startWatch(); err != nil {
 		s.Close()
 		return nil, err
 	}
 	// Readers first (see package fanout for the order).
 	s.fan.Subscribe(s.advance)
-	s.fan.Subscribe(s.publish)
+	s.fan.Subscribe(publishTo(opts.Feed))
 	s.fan.Subscribe(s.set.Committed)
 	s.fan.Subscribe(s.comp.committed)
 	s.fan.Subscribe(s.lease.ref.Committed)
@@ -230,7 +225,7 @@ func (s *Server) Close() error {
 		if s.raft != nil {
 			s.raft.Stop()
 		}
-		s.stopLeases()
+		s.lease.stop()
 		if s.seq != nil {
 			s.seq.Stop()
 		}

@@ -120,9 +120,9 @@ func (s *Server) resumeInstall() error {
 // watch hub fills what it missed from the journal on the next commit.
 func (s *Server) reload() error {
 	fresh := shard.NewSet(s.splits)
-	fresh.SetLoader(s.loadPair)
+	fresh.SetLoader(s.reads.loadPair)
 	st := mvcc.NewStore()
-	st.SetLoader(s.loadPair)
+	st.SetLoader(s.reads.loadPair)
 	compactRev, err := restore(s.j, st, fresh)
 	if err != nil {
 		return err

@@ -2,9 +2,6 @@ package server
 
 import (
 	"context"
-	"time"
-
-	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"revd/actors/sequencer"
 	"revd/actors/watch"
@@ -46,7 +43,7 @@ func (s *Server) startWatch() error {
 	s.hub = watch.StartHub(s.system, watch.HubOptions{
 		Stats:      s.watchStats,
 		History:    s.j,
-		Prev:       s.prevAt,
+		Prev:       s.reads.prevAt,
 		Rev:        s.committed.Load(),
 		CompactRev: s.compactRev.Load(),
 		Logger:     s.log.With("component", "watch"),
@@ -61,30 +58,14 @@ func (s *Server) startWatch() error {
 	return nil
 }
 
-// publish puts a durable batch on the commit feed (a fanout subscriber).
-func (s *Server) publish(b *sequencer.Batch) {
-	c := &watch.Commit{Records: b.Records}
-	if b.Compact {
-		c.CompactRev = b.CompactRev
+// publishTo returns the fanout subscriber that puts each applied batch on
+// feed, the commit feed.
+func publishTo(feed watch.Feed) func(*sequencer.Batch) {
+	return func(b *sequencer.Batch) {
+		c := &watch.Commit{Records: b.Records}
+		if b.Compact {
+			c.CompactRev = b.CompactRev
+		}
+		feed.Publish(c)
 	}
-	s.opts.Feed.Publish(c)
-}
-
-// prevAt returns key's value at rev, for prev_kv of events replayed from the
-// journal: nil if it had none or rev is compacted.
-func (s *Server) prevAt(key []byte, rev int64) *mvccpb.KeyValue {
-	if rev < 1 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	tr := s.set.Tracker()
-	if err := tr.Wait(ctx, rev); err != nil {
-		return nil
-	}
-	kvs, _, err := s.set.View(tr.Visible(), s.compactRev.Load()).Range(key, nil, rev, 0)
-	if err != nil || len(kvs) == 0 {
-		return nil
-	}
-	return kvs[0]
 }

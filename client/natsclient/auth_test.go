@@ -189,7 +189,7 @@ func authMember(t *testing.T, opts natsclient.Options) (*revd.Server, *natsclien
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	svc, err := natsapi.Serve(nc, srv, srv.Maintenance().Status, natsapi.Options{Watch: srv, Lease: srv, Auth: srv.Auth(), Maintenance: srv.Maintenance(), Cluster: srv.Cluster()})
+	svc, err := natsapi.Serve(nc, srv, srv.Maintenance().Status, natsapi.Options{Watch: srv, Lease: srv.Lease(), Auth: srv.Auth(), Maintenance: srv.Maintenance(), Cluster: srv.Cluster()})
 	if err != nil {
 		t.Fatal(err)
 	}

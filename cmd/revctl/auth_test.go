@@ -54,7 +54,7 @@ func TestAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	h := natsapitest.Start(t, srv, srv.Maintenance().Status, natsapi.Options{Lease: srv, Auth: srv.Auth()})
+	h := natsapitest.Start(t, srv, srv.Maintenance().Status, natsapi.Options{Lease: srv.Lease(), Auth: srv.Auth()})
 	c := &cli{t: t, client: natsclient.New(h.Conn, natsclient.Options{})}
 	ctx := context.Background()
 	authRev := func() string {

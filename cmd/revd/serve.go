@@ -112,7 +112,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return err
 	}
 	lns := bound.client
-	svc, err := natsapi.Serve(nc, srv, srv.Maintenance().Status, natsapi.Options{SubjectPrefix: cfg.natsSubjectRoot, Logger: log, Watch: srv, Lease: srv,
+	svc, err := natsapi.Serve(nc, srv, srv.Maintenance().Status, natsapi.Options{SubjectPrefix: cfg.natsSubjectRoot, Logger: log, Watch: srv, Lease: srv.Lease(),
 		Maintenance: srv.Maintenance(), Cluster: srv.Cluster(), Auth: srv.Auth(), Member: natsMember(cfg)})
 	if err != nil {
 		return fmt.Errorf("starting the NATS API: %w", err)

@@ -137,7 +137,7 @@ func register(r grpc.ServiceRegistrar, srv *server.Server) {
 	pb.RegisterKVServer(r, srv)
 	pb.RegisterMaintenanceServer(r, srv.Maintenance())
 	pb.RegisterWatchServer(r, &watchServer{srv: srv})
-	pb.RegisterLeaseServer(r, &leaseServer{srv: srv})
+	pb.RegisterLeaseServer(r, &leaseServer{srv: srv.Lease()})
 	pb.RegisterClusterServer(r, srv.Cluster())
 	pb.RegisterAuthServer(r, srv.Auth())
 	hs := health.NewServer()

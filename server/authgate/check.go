@@ -128,7 +128,7 @@ func (g *Gate) PermitLeaseKeys(ctx context.Context, ai *auth.AuthInfo, id int64)
 // (a caller with the root role may): LeaseTimeToLive's check of the keys
 // it lists.
 func (g *Gate) PermitReadKeys(ctx context.Context, keys [][]byte) error {
-	return g.check(ctx, func(ai *auth.AuthInfo) error { return keysAllowed(g.store, ai, keys, g.pointRead) })
+	return g.check(ctx, func(ai *auth.AuthInfo) error { return keysAllowed(g.store, ai, keys, pointRead(g.store)) })
 }
 
 // PermitLeaseList is LeaseLeases's check of the caller of ctx, the leases
@@ -157,7 +157,7 @@ func (g *Gate) PermitLeaseList(ctx context.Context, ids []int64) error {
 		}
 		keys = append(keys, k...)
 	}
-	return g.permit(ai, func(ai *auth.AuthInfo) error { return keysAllowed(g.store, ai, keys, g.pointRead) })
+	return g.permit(ai, func(ai *auth.AuthInfo) error { return keysAllowed(g.store, ai, keys, pointRead(g.store)) })
 }
 
 // WatchPermitted is the check of a watch's creation (etcd's
@@ -177,9 +177,9 @@ func (g *Gate) WatchPermitted(ctx context.Context, key, rangeEnd []byte) string 
 	return rpctypes.ErrGRPCPermissionDenied.Error()
 }
 
-// pointRead is IsRangePermitted on one key.
-func (g *Gate) pointRead(ai *auth.AuthInfo, key []byte) error {
-	return g.store.IsRangePermitted(ai, key, nil)
+// pointRead is st's IsRangePermitted on one key.
+func pointRead(st auth.AuthStore) func(*auth.AuthInfo, []byte) error {
+	return func(ai *auth.AuthInfo, key []byte) error { return st.IsRangePermitted(ai, key, nil) }
 }
 
 // leaseKeysOf adds to leases the keys of every lease a put of req (a Put,
