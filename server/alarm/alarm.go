@@ -93,8 +93,8 @@ type Alarms struct {
 	lastSize atomic.Int64 // UnixNano of the measurement
 }
 
-// New returns the alarms stored (as the journal holds them: journal.Journal
-// .Alarms).
+// New returns the alarms, stored being those the journal holds
+// (journal.Journal.Alarms).
 func New(stored []journal.Alarm, opts Options) *Alarms {
 	if opts.QuotaBytes == 0 {
 		opts.QuotaBytes = DefaultQuotaBytes

@@ -70,7 +70,8 @@ func (g *Gate) ReadDone(ai *auth.AuthInfo, err error) error {
 
 // PermitWrite checks a KV write (Put, DeleteRange, a writing Txn) of ai, a
 // caller, and returns the check the sequencer makes again when it decides
-// the write (sequencer.Command.Admit; see admitKV).
+// the write (sequencer.Command.Admit): AdmitAs's, and, for a put on a
+// lease, its permissions again if the lease's keys changed meanwhile.
 func (g *Gate) PermitWrite(ctx context.Context, ai *auth.AuthInfo, req proto.Message) (func(sequencer.LeaseKeys) error, error) {
 	leases, err := g.permitKV(ctx, ai, req)
 	if err != nil {
