@@ -106,10 +106,10 @@ func (a *applier) Apply(ent *raftpb.Entry) (uint64, error) {
 		// follow it here; the proposer's were changed when it decided.
 		s.seq.Follow(&sequencer.Follow{Batch: b})
 		if len(b.Auth) > 0 {
-			s.followAuth(b.Auth)
+			s.auth.Follow(b.Auth)
 		}
 		if b.SetAlarms {
-			s.followAlarms(b.Alarms)
+			s.alarms.Follow(b.Alarms)
 		}
 	}
 	s.fan.Publish(b)

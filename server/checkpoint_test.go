@@ -25,7 +25,7 @@ func TestCheckpointServesTheSameState(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "cp")
-	resp, err := s.Checkpoint(ctx, &maintenancev1.CheckpointRequest{Dir: dir})
+	resp, err := s.Maintenance().Checkpoint(ctx, &maintenancev1.CheckpointRequest{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestCheckpointServesTheSameState(t *testing.T) {
 		dir  string
 		code codes.Code
 	}{{"", codes.InvalidArgument}, {"relative/cp", codes.InvalidArgument}, {dir, codes.AlreadyExists}} {
-		if _, err := s.Checkpoint(ctx, &maintenancev1.CheckpointRequest{Dir: tt.dir}); status.Code(err) != tt.code {
+		if _, err := s.Maintenance().Checkpoint(ctx, &maintenancev1.CheckpointRequest{Dir: tt.dir}); status.Code(err) != tt.code {
 			t.Errorf("Checkpoint(%q) = %v, want code %v", tt.dir, err, tt.code)
 		}
 	}
@@ -97,7 +97,7 @@ func TestStateHash(t *testing.T) {
 	if _, err := s.StateHash(ctx, 3); !errors.Is(err, rpctypes.ErrGRPCCompacted) {
 		t.Errorf("StateHash(compacted) = %v, want ErrGRPCCompacted", err)
 	}
-	r, err := s.Hash(ctx, &maintenancev1.HashRequest{})
+	r, err := s.Maintenance().StateHash(ctx, &maintenancev1.HashRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

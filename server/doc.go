@@ -1,29 +1,43 @@
-// Package server assembles revd: the Pebble journal, the sequencer actor
-// (the single writer, with group commit), the key-shard actors (the read
-// projections) and the compactor, and answers etcd's KV API on top of them.
+// Package server assembles a revd member: the Pebble journal, the
+// sequencer actor (the single writer, with group commit), raft (its log,
+// its peers, the applier), the key-shard actors (the read projections), the
+// compactor and the lease and watch actors, and answers etcd's KV API on
+// top of them. It is the composition root: the other services are packages
+// of their own, which New gives what they need (services.go) and the
+// Server hands to the front doors.
+//
+//	server              New; the KV calls (kv.go, rangestream.go); the read
+//	                    path (read.go); the Lease service (lease.go); the
+//	                    watch wiring (watch.go); raft, the applier, the
+//	                    membership and the forwarding to the leader (raft.go,
+//	                    apply.go, leadership.go, memberchange.go,
+//	                    forward.go, snapshot_raft.go, ...)
+//	server/authgate     etcd's auth store and checks, the Auth service
+//	                    (Server.Auth); the KV, lease and watch calls make
+//	                    their checks through it (auth.go)
+//	server/alarm        the alarms and the space quota
+//	server/maintenance  the Maintenance service (Server.Maintenance)
+//	server/cluster      the Cluster service (Server.Cluster)
+//
+// member.go is this member's raft and membership as the Maintenance and
+// Cluster services see them (maintenance.Raft, cluster.Membership).
 //
 // The path of a write: a gateway calls Put (DeleteRange, Txn, Compact); the
-// request is checked as etcd's gRPC layer checks it and sent to the
-// sequencer actor, which decides it against its own MVCC store, assigns the
-// next revision and queues it for the writer. The writer journals everything
-// queued as one batch with one fsync, then publishes the batch (committed
-// revision and compaction, the commit feed, shard messages, lease changes)
-// and only then answers every command in it. Nothing is visible or
-// acknowledged before its fsync.
+// request is checked as etcd's gRPC layer checks it and goes to the
+// leader's sequencer (a member that does not lead forwards it), which
+// decides it against its own MVCC store and assigns the next revision; its
+// writer proposes what it decided as one raft log entry, and every member's
+// applier journals committed entries and publishes them (committed revision
+// and compaction, the commit feed, shard messages, lease changes) before
+// the commands are answered. Every other journal write (auth changes,
+// alarms) goes through the sequencer too, as a Change.
 //
 // The path of a read: Range and read-only Txn never touch the sequencer. A
-// read, linearizable or serializable, takes the committed revision at its
-// start and waits until every shard has applied it (writes are answered
-// once durable, not once applied), then reads the shards at that one
-// revision, so it sees whole revisions only and every write acknowledged
-// before it began.
+// linearizable read first waits for raft's read index to be applied here;
+// then a read takes the committed revision and waits until every shard has
+// applied it, and reads the shards at that one revision, so it sees whole
+// revisions only and every write acknowledged before it began.
 //
 // At start-up the server restores its stores from the journal: the base
 // snapshot (what compaction folded), then every record after it.
-//
-// Authentication is etcd's own auth store on a backend kept in the journal
-// (auth.go, authbackend.go); every call makes the checks etcd makes, in
-// etcd's order (authapi.go for the Auth service, authcheck.go for the
-// rest). HashKV (hashkv.go) is etcd's hash of the key-value history,
-// computed by projections/hashkv from a view of the journal.
 package server

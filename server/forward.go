@@ -19,6 +19,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	raftv1 "revd/protos/revd/raft/v1"
+	"revd/server/authgate"
+	"revd/server/cluster"
+	"revd/server/maintenance"
 )
 
 // Forwarding: only the leader's sequencer decides, and only the leader
@@ -41,19 +44,6 @@ const (
 	statusNotLeader = http.StatusMisdirectedRequest
 )
 
-// forwarded marks a request a member forwarded: its caller.
-type forwarded struct {
-	internal bool
-	ai       *auth.AuthInfo // nil: authentication was off
-}
-
-type forwardedKey struct{}
-
-func forwardedFrom(ctx context.Context) *forwarded {
-	f, _ := ctx.Value(forwardedKey{}).(*forwarded)
-	return f
-}
-
 // errNotLeaderHere ends a forwarded request at a member that does not
 // lead: the forwarding member tries again, at the leader.
 var errNotLeaderHere = errors.New("server: this member does not lead")
@@ -62,8 +52,9 @@ var errNotLeaderHere = errors.New("server: this member does not lead")
 // sent; the forwarding member tries again shortly.
 var errLeaderUnreachable = errors.New("server: the leader cannot be reached")
 
-// forwardMethods are the requests a member forwards, by the Server method
-// the leader runs (set in init: the methods forward, through this map).
+// forwardMethods are the requests a member forwards, by the method the
+// leader runs, the Server's or one of its services' (set in init: the
+// methods forward, through this map).
 var forwardMethods map[string]forwardMethod
 
 func init() {
@@ -72,30 +63,37 @@ func init() {
 		"DeleteRange":          method((*Server).DeleteRange),
 		"Txn":                  method((*Server).Txn),
 		"Compact":              method((*Server).Compact),
-		"LeaseGrant":           method((*Server).LeaseGrant),
-		"LeaseRevoke":          method((*Server).LeaseRevoke),
-		"LeaseKeepAliveOnce":   method((*Server).LeaseKeepAliveOnce),
-		"LeaseTimeToLive":      method((*Server).LeaseTimeToLive),
-		"LeaseLeases":          method((*Server).LeaseLeases),
-		"Alarm":                method((*Server).Alarm),
-		"AuthEnable":           method((*Server).AuthEnable),
-		"AuthDisable":          method((*Server).AuthDisable),
-		"UserAdd":              method((*Server).UserAdd),
-		"UserDelete":           method((*Server).UserDelete),
-		"UserChangePassword":   method((*Server).UserChangePassword),
-		"UserGrantRole":        method((*Server).UserGrantRole),
-		"UserRevokeRole":       method((*Server).UserRevokeRole),
-		"RoleAdd":              method((*Server).RoleAdd),
-		"RoleDelete":           method((*Server).RoleDelete),
-		"RoleGrantPermission":  method((*Server).RoleGrantPermission),
-		"RoleRevokePermission": method((*Server).RoleRevokePermission),
-		"MemberAdd":            method((*Server).MemberAdd),
-		"MemberRemove":         method((*Server).MemberRemove),
-		"MemberUpdate":         method((*Server).MemberUpdate),
-		"MemberPromote":        method((*Server).MemberPromote),
+		"LeaseGrant":           on(leaseService, (*Leases).LeaseGrant),
+		"LeaseRevoke":          on(leaseService, (*Leases).LeaseRevoke),
+		"LeaseKeepAliveOnce":   on(leaseService, (*Leases).LeaseKeepAliveOnce),
+		"LeaseTimeToLive":      on(leaseService, (*Leases).LeaseTimeToLive),
+		"LeaseLeases":          on(leaseService, (*Leases).LeaseLeases),
+		"Alarm":                on(maintenanceService, (*maintenance.Service).Alarm),
+		"AuthEnable":           on(authService, (*authgate.Service).AuthEnable),
+		"AuthDisable":          on(authService, (*authgate.Service).AuthDisable),
+		"UserAdd":              on(authService, (*authgate.Service).UserAdd),
+		"UserDelete":           on(authService, (*authgate.Service).UserDelete),
+		"UserChangePassword":   on(authService, (*authgate.Service).UserChangePassword),
+		"UserGrantRole":        on(authService, (*authgate.Service).UserGrantRole),
+		"UserRevokeRole":       on(authService, (*authgate.Service).UserRevokeRole),
+		"RoleAdd":              on(authService, (*authgate.Service).RoleAdd),
+		"RoleDelete":           on(authService, (*authgate.Service).RoleDelete),
+		"RoleGrantPermission":  on(authService, (*authgate.Service).RoleGrantPermission),
+		"RoleRevokePermission": on(authService, (*authgate.Service).RoleRevokePermission),
+		"MemberAdd":            on(clusterService, (*cluster.Service).MemberAdd),
+		"MemberRemove":         on(clusterService, (*cluster.Service).MemberRemove),
+		"MemberUpdate":         on(clusterService, (*cluster.Service).MemberUpdate),
+		"MemberPromote":        on(clusterService, (*cluster.Service).MemberPromote),
 		"publishAttributes":    method((*Server).publishAttributes),
 	}
 }
+
+// leaseService, authService, maintenanceService and clusterService are
+// where the leader runs their services' calls.
+func leaseService(s *Server) *Leases                    { return s.lease }
+func authService(s *Server) *authgate.Service           { return s.authService }
+func maintenanceService(s *Server) *maintenance.Service { return s.maint }
+func clusterService(s *Server) *cluster.Service         { return s.clusterSvc }
 
 type forwardMethod struct {
 	call    func(s *Server, ctx context.Context, req []byte) (proto.Message, error)
@@ -109,13 +107,25 @@ func method[Req any, Resp any, PReq interface {
 	*Resp
 	proto.Message
 }](m func(*Server, context.Context, PReq) (PResp, error)) forwardMethod {
+	return on(func(s *Server) *Server { return s }, m)
+}
+
+// on is method for a method of one of the server's services, the one of
+// returns.
+func on[T any, Req any, Resp any, PReq interface {
+	*Req
+	proto.Message
+}, PResp interface {
+	*Resp
+	proto.Message
+}](of func(*Server) T, m func(T, context.Context, PReq) (PResp, error)) forwardMethod {
 	return forwardMethod{
 		call: func(s *Server, ctx context.Context, data []byte) (proto.Message, error) {
 			req := PReq(new(Req))
 			if err := proto.Unmarshal(data, req); err != nil {
 				return nil, status.Errorf(codes.InvalidArgument, "server: forwarded request: %v", err)
 			}
-			resp, err := m(s, ctx, req)
+			resp, err := m(of(s), ctx, req)
 			if err != nil {
 				return nil, err
 			}
@@ -135,7 +145,7 @@ func atLeader[Req proto.Message, Resp proto.Message](s *Server, ctx context.Cont
 	for {
 		lead, ready, changed := s.lead.state()
 		switch {
-		case forwardedFrom(ctx) != nil:
+		case authgate.IsFromMember(ctx):
 			return local() // errNotLeaderHere sends it back to try again
 		case ready:
 			resp, err := local()
@@ -212,9 +222,9 @@ func (s *Server) forwardTo(ctx context.Context, lead uint64, name string, req pr
 	if fr.Request, err = proto.Marshal(req); err != nil {
 		return nil, err
 	}
-	if ctx.Value(internalKey{}) != nil {
+	if authgate.IsServer(ctx) {
 		fr.Internal = true
-	} else if ai, err := s.caller(ctx); err != nil {
+	} else if ai, err := s.auth.Caller(ctx); err != nil {
 		return nil, err
 	} else if ai != nil {
 		fr.Authenticated, fr.User, fr.AuthRevision = true, ai.Username, ai.Revision
@@ -312,14 +322,14 @@ func (s *Server) serveForward(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(statusNotLeader)
 		return
 	}
-	f := &forwarded{internal: fr.Internal}
+	var ai *auth.AuthInfo
 	ctx := r.Context()
 	if fr.Internal {
-		ctx = AsServer(ctx)
+		ctx = authgate.AsServer(ctx)
 	} else if fr.Authenticated {
-		f.ai = &auth.AuthInfo{Username: fr.User, Revision: fr.AuthRevision}
+		ai = &auth.AuthInfo{Username: fr.User, Revision: fr.AuthRevision}
 	}
-	resp, err := m.call(s, context.WithValue(ctx, forwardedKey{}, f), fr.Request)
+	resp, err := m.call(s, authgate.FromMember(ctx, ai), fr.Request)
 	if errors.Is(err, errNotLeaderHere) {
 		w.WriteHeader(statusNotLeader)
 		return

@@ -5,18 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"go.etcd.io/etcd/server/v3/auth"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"revd/actors/sequencer"
 	"revd/actors/shard"
 	"revd/internal/etcdkv"
+	"revd/server/internal/reqsize"
+	"revd/server/internal/rpcerr"
 )
 
 // Range answers a RangeRequest from the shards (see the package doc).
@@ -29,26 +28,16 @@ func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespon
 			return nil, err
 		}
 	}
-	var resp *pb.RangeResponse
-	err := s.serializeRead(ctx, r, func() (err error) {
-		resp, err = s.rangeShards(ctx, r)
-		return err
-	})
+	ai, err := s.auth.PermitRead(ctx, r)
 	if err != nil {
+		return nil, err
+	}
+	resp, err := s.reads.rangeShards(ctx, r)
+	if err = s.auth.ReadDone(ai, err); err != nil {
 		return nil, err
 	}
 	s.fill(resp.Header)
 	return resp, nil
-}
-
-// rangeShards reads a checked RangeRequest from the shards through s.read;
-// the header holds only the revision.
-func (s *Server) rangeShards(ctx context.Context, r *pb.RangeRequest) (resp *pb.RangeResponse, err error) {
-	err = s.read(ctx, func(v *shard.View) error {
-		resp, err = etcdkv.Range(v, r)
-		return err
-	})
-	return resp, err
 }
 
 // Put writes one key through the sequencer.
@@ -80,7 +69,7 @@ func (s *Server) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb
 // Txn runs a transaction: a read-only one on the read path, any other
 // through the sequencer.
 func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
-	if err := s.checkQuota(r); err != nil {
+	if err := s.alarms.CheckQuota(r); err != nil {
 		return nil, err
 	}
 	if err := etcdkv.CheckTxn(r, s.opts.MaxTxnOps); err != nil {
@@ -92,20 +81,22 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 				return nil, err
 			}
 		}
-		var resp *pb.TxnResponse
-		err := s.serializeRead(ctx, r, func() error {
-			return s.read(ctx, func(v *shard.View) (err error) {
-				resp, err = etcdkv.Txn(etcdkv.ReadOnly(v), r, nil)
-				return err
-			})
-		})
+		ai, err := s.auth.PermitRead(ctx, r)
 		if err != nil {
+			return nil, err
+		}
+		var resp *pb.TxnResponse
+		err = s.reads.read(ctx, func(v *shard.View) (err error) {
+			resp, err = etcdkv.Txn(etcdkv.ReadOnly(v), r, nil)
+			return err
+		})
+		if err = s.auth.ReadDone(ai, err); err != nil {
 			return nil, err
 		}
 		s.fill(resp.Header)
 		return resp, nil
 	}
-	admit, err := s.admitValid(ctx, txnField, r)
+	admit, err := s.admitValid(ctx, reqsize.TxnField, r)
 	if err != nil {
 		return nil, err
 	}
@@ -117,8 +108,9 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 }
 
 // StartWrite starts a Put, a DeleteRange or a writing Txn of the caller of
-// ctx (its token, see auth.go) without waiting for it: done gets the response (its header filled) or the error once the
-// write is durable or refused, on the sequencer's writer goroutine or the
+// ctx (its token, see package authgate) without waiting for it: done gets
+// the response (its header filled) or the error once the write is durable
+// or refused, on the sequencer's writer goroutine or the
 // caller's, and must not block. It returns false, calling nothing, for any
 // other request (a read-only Txn among them): serve those with the
 // blocking methods. It is the gRPC front door's fast path, where a parked
@@ -127,7 +119,7 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 // while a change is journaled, for the lease actor), which the caller's
 // goroutine must not.
 func (s *Server) StartWrite(ctx context.Context, req proto.Message, done func(proto.Message, error)) bool {
-	if !s.IsWrite(req) || s.AuthEnabled() || !s.lead.ready() {
+	if !s.IsWrite(req) || s.auth.Enabled() || !s.lead.ready() {
 		// A read-only Txn: Txn checks it and reads; a write this member's
 		// sequencer does not decide now: the blocking methods route it.
 		return false
@@ -140,7 +132,7 @@ func (s *Server) StartWrite(ctx context.Context, req proto.Message, done func(pr
 		done(nil, err)
 		return true
 	}
-	s.seq.Send(&sequencer.Command{Req: req, Admit: s.auth.admitNoUser, Reply: func(o sequencer.Outcome) {
+	s.seq.Send(&sequencer.Command{Req: req, Admit: s.auth.AdmitAs(nil), Reply: func(o sequencer.Outcome) {
 		done(s.answer(o))
 	}})
 	return true
@@ -149,10 +141,10 @@ func (s *Server) StartWrite(ctx context.Context, req proto.Message, done func(pr
 // admitWrite makes every check of a Put, DeleteRange or writing Txn before
 // it is sequenced, in etcd's order: quota, validation, then admitValid.
 func (s *Server) admitWrite(ctx context.Context, req proto.Message) (func(sequencer.LeaseKeys) error, error) {
-	if err := s.checkQuota(req); err != nil {
+	if err := s.alarms.CheckQuota(req); err != nil {
 		return nil, err
 	}
-	field, err := s.validateWrite(req)
+	field, err := validateWrite(req, s.opts.MaxTxnOps)
 	if err != nil {
 		return nil, err
 	}
@@ -162,23 +154,19 @@ func (s *Server) admitWrite(ctx context.Context, req proto.Message) (func(sequen
 // admitValid is the rest of a valid write's checks, as etcd makes them
 // before it proposes: the caller's token, the request's size, the alarms,
 // the caller's permissions. It returns the check the sequencer makes again
-// when it decides the write (admitKV).
+// when it decides the write.
 func (s *Server) admitValid(ctx context.Context, field protowire.Number, req proto.Message) (func(sequencer.LeaseKeys) error, error) {
-	ai, err := s.caller(ctx)
+	ai, err := s.auth.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkSize(field, req, ai); err != nil {
+	if err := s.limit.Check(field, req, ai); err != nil {
 		return nil, err
 	}
-	if err := s.checkAlarms(req); err != nil {
+	if err := s.alarms.Check(req); err != nil {
 		return nil, err
 	}
-	leases, err := s.permitKV(ctx, ai, req)
-	if err != nil {
-		return nil, err
-	}
-	return s.admitKV(ai, req, leases), nil
+	return s.auth.PermitWrite(ctx, ai, req)
 }
 
 // IsWrite reports whether StartWrite takes req: a Put, a DeleteRange or a
@@ -193,16 +181,17 @@ func (s *Server) IsWrite(req proto.Message) bool {
 	return false
 }
 
-// validateWrite validates a Put, DeleteRange or Txn as etcd's gRPC layer
-// does, and returns the field of etcd's raft request that would carry it.
-func (s *Server) validateWrite(req proto.Message) (protowire.Number, error) {
+// validateWrite validates a Put, DeleteRange or Txn (of at most maxTxnOps
+// operations a branch) as etcd's gRPC layer does, and returns the field of
+// etcd's raft request that would carry it.
+func validateWrite(req proto.Message, maxTxnOps int) (protowire.Number, error) {
 	switch r := req.(type) {
 	case *pb.PutRequest:
-		return putField, etcdkv.CheckPut(r)
+		return reqsize.PutField, etcdkv.CheckPut(r)
 	case *pb.DeleteRangeRequest:
-		return deleteRangeField, etcdkv.CheckDeleteRange(r)
+		return reqsize.DeleteRangeField, etcdkv.CheckDeleteRange(r)
 	case *pb.TxnRequest:
-		return txnField, etcdkv.CheckTxn(r, s.opts.MaxTxnOps)
+		return reqsize.TxnField, etcdkv.CheckTxn(r, maxTxnOps)
 	}
 	return 0, fmt.Errorf("server: %T is not a write request", req)
 }
@@ -210,23 +199,23 @@ func (s *Server) validateWrite(req proto.Message) (protowire.Number, error) {
 // Compact compacts the history at r.Revision. With Physical, the answer
 // waits until the journal space below it has been reclaimed.
 func (s *Server) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
-	ai, err := s.caller(ctx)
+	ai, err := s.auth.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.permit(ai, s.auth.store.IsAdminPermitted); err != nil {
+	if err := s.auth.PermitAdmin(ai); err != nil {
 		return nil, err
 	}
-	if err := s.checkSize(compactionField, r, ai); err != nil {
+	if err := s.limit.Check(reqsize.CompactionField, r, ai); err != nil {
 		return nil, err
 	}
-	if err := s.checkAlarms(r); err != nil {
+	if err := s.alarms.Check(r); err != nil {
 		return nil, err
 	}
 	// Checked again when decided (etcd's applier checks the root role
 	// again); a little stricter than etcd: any change to the auth store
 	// meanwhile refuses it, and the client sends it again.
-	resp, err := s.proposeAs(ctx, r, ai)
+	resp, err := s.send(ctx, &sequencer.Command{Req: r, Admit: s.auth.AdmitAs(ai)})
 	if err != nil {
 		return nil, err
 	}
@@ -236,64 +225,6 @@ func (s *Server) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.Comp
 		}
 	}
 	return resp.(*pb.CompactionResponse), nil
-}
-
-// readView pins the revision a read sees: the committed revision when it
-// began, once every shard has applied it. Writes are acknowledged once
-// durable, before the shards apply them, so a serializable read waits too:
-// it then sees every write acknowledged before it, as on etcd (which
-// applies before it answers). A single server has nothing cheaper to offer
-// a serializable read; the wait is for at most one batch's apply.
-//
-// A compaction accepted while the read waits may be above that revision
-// (a compaction revision is at most the committed one); the read then moves
-// up to the committed revision again, so that a read of the current state
-// is never refused as compacted.
-func (s *Server) readView(ctx context.Context) (*shard.View, error) {
-	tr := s.set.Tracker()
-	rev := s.committed.Load()
-	for {
-		if err := tr.Wait(ctx, rev); err != nil {
-			return nil, toStatus(err)
-		}
-		compactRev := s.compactRev.Load()
-		if compactRev <= rev {
-			return s.set.View(rev, compactRev), nil
-		}
-		rev = s.committed.Load()
-	}
-}
-
-// read runs f on a view from readView, and again on a fresh view if f
-// failed while a compaction past the view's was accepted: a shard may then
-// have compacted its index past the view's revision (compacted), or the
-// compactor folded away a journal record the read had to load (a load
-// error), though the request asked for nothing compacted when it began. A
-// request whose own revision is below the new compaction then fails as
-// compacted, as it would on etcd after that compaction.
-func (s *Server) read(ctx context.Context, f func(*shard.View) error) error {
-	for {
-		v, err := s.readView(ctx)
-		if err != nil {
-			return err
-		}
-		err = f(v)
-		if err == nil || s.compactRev.Load() <= v.CompactRev() {
-			return err
-		}
-	}
-}
-
-// propose sends a write to the sequencer and waits for its durable outcome.
-func (s *Server) propose(ctx context.Context, req proto.Message) (proto.Message, error) {
-	return s.send(ctx, &sequencer.Command{Req: req})
-}
-
-// proposeAs proposes a write whose permissions were checked for ai (a
-// lease revoke, a compaction): the sequencer refuses it if the auth store
-// changed before its turn came.
-func (s *Server) proposeAs(ctx context.Context, req proto.Message, ai *auth.AuthInfo) (proto.Message, error) {
-	return s.send(ctx, &sequencer.Command{Req: req, Admit: s.auth.admitAs(ai)})
 }
 
 // send sends cmd to the sequencer and waits for its outcome, applied. In
@@ -345,7 +276,7 @@ func forwardName(req proto.Message) string {
 
 // answer turns a write's applied outcome into its response, header
 // filled. Applied is enough: any read that begins after this answer waits
-// for the shards to show the write (see readView).
+// for the shards to show the write (see reader.view).
 func (s *Server) answer(o sequencer.Outcome) (proto.Message, error) {
 	if o.Err != nil {
 		return nil, outcomeErr(o.Err)
@@ -375,23 +306,6 @@ var replies = sync.Pool{New: func() any {
 	return r
 }}
 
-// checkSize refuses a write whose raft entry would exceed etcd's
-// --max-request-bytes, measured as etcd measures it: the InternalRaftRequest
-// with its header (the caller ai, with authentication on) and the request
-// in the given field (see raftsize.go).
-func (s *Server) checkSize(field protowire.Number, r proto.Message, ai *auth.AuthInfo) error {
-	if raftRequestSize(s.requestID(), ai, field, r) > s.opts.MaxRequestBytes {
-		return rpctypes.ErrGRPCRequestTooLarge
-	}
-	return nil
-}
-
-// requestID imitates the shape of etcd's request IDs (member bits, then a
-// millisecond timestamp) so that size checks see the same header size.
-func (s *Server) requestID() uint64 {
-	return uint64(uint16(s.meta.MemberID))<<48 | (uint64(time.Now().UnixMilli())&(1<<40-1))<<8
-}
-
 // header is a write response's header: every etcd response has GetHeader.
 func header(m proto.Message) *pb.ResponseHeader {
 	if h, ok := m.(interface{ GetHeader() *pb.ResponseHeader }); ok {
@@ -417,12 +331,5 @@ func (s *Server) Header() *pb.ResponseHeader {
 	return h
 }
 
-func toStatus(err error) error {
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
-	if st := status.FromContextError(err); st != nil {
-		return st.Err()
-	}
-	return err
-}
+// toStatus is the status a client gets for err (see rpcerr.Status).
+func toStatus(err error) error { return rpcerr.Status(err) }

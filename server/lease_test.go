@@ -23,7 +23,7 @@ func openClock(t *testing.T, dir string, clock *leaseactor.FakeClock) *Server {
 
 func grant(t *testing.T, s *Server, id, ttl int64) *pb.LeaseGrantResponse {
 	t.Helper()
-	resp, err := s.LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: id, TTL: ttl})
+	resp, err := s.Lease().LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: id, TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func leasedPut(t *testing.T, s *Server, k string, id int64) *pb.PutResponse {
 
 func ttl(t *testing.T, s *Server, id int64) *pb.LeaseTimeToLiveResponse {
 	t.Helper()
-	resp, err := s.LeaseTimeToLive(ctx, &pb.LeaseTimeToLiveRequest{ID: id, Keys: true})
+	resp, err := s.Lease().LeaseTimeToLive(ctx, &pb.LeaseTimeToLiveRequest{ID: id, Keys: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestLeaseLifecycle(t *testing.T) {
 		{&pb.LeaseGrantRequest{ID: g.ID, TTL: 5}, rpctypes.ErrGRPCLeaseExist},
 		{&pb.LeaseGrantRequest{ID: 77, TTL: 9000000001}, rpctypes.ErrGRPCLeaseTTLTooLarge},
 	} {
-		if _, err := s.LeaseGrant(ctx, tc.req); err != tc.want {
+		if _, err := s.Lease().LeaseGrant(ctx, tc.req); err != tc.want {
 			t.Errorf("grant %v: %v, want %v", tc.req, err, tc.want)
 		}
 	}
@@ -104,22 +104,22 @@ func TestLeaseLifecycle(t *testing.T) {
 	if r := ttl(t, s, 100); r.TTL != 40 {
 		t.Fatalf("remaining after 20s: %d", r.TTL)
 	}
-	ka, err := s.LeaseKeepAliveOnce(ctx, &pb.LeaseKeepAliveRequest{ID: 100})
+	ka, err := s.Lease().LeaseKeepAliveOnce(ctx, &pb.LeaseKeepAliveRequest{ID: 100})
 	if err != nil || ka.TTL != 60 || ka.ID != 100 || ka.Header.Revision != 4 {
 		t.Fatalf("keep-alive: %v %v", ka, err)
 	}
 	if r := ttl(t, s, 100); r.TTL != 60 {
 		t.Fatalf("remaining after the keep-alive: %d", r.TTL)
 	}
-	if ka, err := s.LeaseKeepAliveOnce(ctx, &pb.LeaseKeepAliveRequest{ID: 555}); err != nil || ka.TTL != 0 {
+	if ka, err := s.Lease().LeaseKeepAliveOnce(ctx, &pb.LeaseKeepAliveRequest{ID: 555}); err != nil || ka.TTL != 0 {
 		t.Fatalf("keep-alive of an unknown lease: %v %v", ka, err)
 	}
-	list, err := s.LeaseLeases(ctx, &pb.LeaseLeasesRequest{})
+	list, err := s.Lease().LeaseLeases(ctx, &pb.LeaseLeasesRequest{})
 	if err != nil || len(list.Leases) != 2 || list.Leases[0].ID != g2.ID || list.Leases[1].ID != 100 {
 		t.Fatalf("leases (the first one expired; 100 is due last): %v %v", list, err)
 	}
 
-	rv, err := s.LeaseRevoke(ctx, &pb.LeaseRevokeRequest{ID: 100})
+	rv, err := s.Lease().LeaseRevoke(ctx, &pb.LeaseRevokeRequest{ID: 100})
 	if err != nil || rv.Header.Revision != 5 {
 		t.Fatalf("revoke: %v %v", rv, err)
 	}
@@ -129,7 +129,7 @@ func TestLeaseLifecycle(t *testing.T) {
 	if old := all(t, s, 3); len(old.Kvs) != 2 || old.Kvs[0].Lease != 100 {
 		t.Fatalf("history before the revoke: %v", old.Kvs)
 	}
-	if _, err := s.LeaseRevoke(ctx, &pb.LeaseRevokeRequest{ID: 100}); err != rpctypes.ErrGRPCLeaseNotFound {
+	if _, err := s.Lease().LeaseRevoke(ctx, &pb.LeaseRevokeRequest{ID: 100}); err != rpctypes.ErrGRPCLeaseNotFound {
 		t.Fatalf("second revoke: %v", err)
 	}
 	if r := ttl(t, s, 100); r.TTL != -1 {
@@ -175,7 +175,7 @@ func TestLeaseExpiryDeletesKeysInOneRevision(t *testing.T) {
 	if r := ttl(t, s, 7); r.TTL != -1 {
 		t.Fatalf("expired lease still known: %v", r)
 	}
-	if ka, _ := s.LeaseKeepAliveOnce(ctx, &pb.LeaseKeepAliveRequest{ID: 7}); ka.TTL != 0 {
+	if ka, _ := s.Lease().LeaseKeepAliveOnce(ctx, &pb.LeaseKeepAliveRequest{ID: 7}); ka.TTL != 0 {
 		t.Fatalf("keep-alive after expiry: %v", ka)
 	}
 }
@@ -195,7 +195,7 @@ func TestLeasesSurviveRestart(t *testing.T) {
 	leasedPut(t, s, "k2b", 2)
 	leasedPut(t, s, "moved", 1)
 	leasedPut(t, s, "moved", 2) // now lease 2's
-	if _, err := s.LeaseRevoke(ctx, &pb.LeaseRevokeRequest{ID: 3}); err != nil {
+	if _, err := s.Lease().LeaseRevoke(ctx, &pb.LeaseRevokeRequest{ID: 3}); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(9 * time.Second) // lease 1 has 1s left
@@ -215,7 +215,7 @@ func TestLeasesSurviveRestart(t *testing.T) {
 	if r := ttl(t, s, 3); r.TTL != -1 {
 		t.Fatalf("revoked lease 3 came back: %v", r)
 	}
-	if _, err := s.LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: 2, TTL: 5}); err != rpctypes.ErrGRPCLeaseExist {
+	if _, err := s.Lease().LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: 2, TTL: 5}); err != rpctypes.ErrGRPCLeaseExist {
 		t.Fatalf("grant of a restored id: %v", err)
 	}
 	before := s.Header().Revision
@@ -244,7 +244,7 @@ func TestLeaseRevokeIsOneJournalRecord(t *testing.T) {
 	grant(t, s, 9, 60)
 	leasedPut(t, s, "y", 9)
 	leasedPut(t, s, "x", 9)
-	rv, err := s.LeaseRevoke(ctx, &pb.LeaseRevokeRequest{ID: 9})
+	rv, err := s.Lease().LeaseRevoke(ctx, &pb.LeaseRevokeRequest{ID: 9})
 	if err != nil {
 		t.Fatal(err)
 	}

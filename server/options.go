@@ -7,10 +7,27 @@ import (
 	leaseactor "revd/actors/lease"
 	"revd/actors/watch"
 	"revd/internal/etcdkv"
+	"revd/server/alarm"
+	"revd/server/authgate"
+	"revd/server/internal/reqsize"
 )
 
 // DefaultMaxRequestBytes is etcd's default request size limit (1.5 MiB).
-const DefaultMaxRequestBytes = 1536 * 1024
+const DefaultMaxRequestBytes = reqsize.DefaultMaxBytes
+
+// Auth defaults, etcd's (see package authgate).
+const (
+	// DefaultAuthToken is etcd's --auth-token: simple tokens.
+	DefaultAuthToken = authgate.DefaultToken
+	// DefaultAuthTokenTTL is etcd's --auth-token-ttl: a simple token lives
+	// this long after its last use.
+	DefaultAuthTokenTTL = authgate.DefaultTokenTTL
+	// DefaultBcryptCost is etcd's --bcrypt-cost (bcrypt.DefaultCost).
+	DefaultBcryptCost = authgate.DefaultBcryptCost
+)
+
+// DefaultQuotaBytes is etcd's default space quota (2 GiB).
+const DefaultQuotaBytes = alarm.DefaultQuotaBytes
 
 // DefaultShards is the number of key-shard actors when Options.Splits is nil.
 const DefaultShards = 4
@@ -59,8 +76,8 @@ type Options struct {
 
 	// QuotaBackendBytes is the space quota (etcd's --quota-backend-bytes):
 	// a write that would take the journal to it raises the NOSPACE alarm
-	// (see alarms.go). Default DefaultQuotaBytes; negative turns the quota
-	// off.
+	// (see package alarm). Default DefaultQuotaBytes; negative turns the
+	// quota off.
 	QuotaBackendBytes int64
 
 	// CommitDuration, if set, is told how long each group commit took to
@@ -120,15 +137,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.QuotaBackendBytes == 0 {
 		o.QuotaBackendBytes = DefaultQuotaBytes
-	}
-	if o.AuthToken == "" {
-		o.AuthToken = DefaultAuthToken
-	}
-	if o.AuthTokenTTL <= 0 {
-		o.AuthTokenTTL = DefaultAuthTokenTTL
-	}
-	if o.BcryptCost == 0 {
-		o.BcryptCost = DefaultBcryptCost
 	}
 	if o.Feed == nil {
 		o.Feed = &watch.LocalFeed{}

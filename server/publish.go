@@ -6,6 +6,7 @@ import (
 	"time"
 
 	raftv1 "revd/protos/revd/raft/v1"
+	"revd/server/authgate"
 )
 
 // A member tells the cluster its name and client URLs once it runs, as
@@ -35,7 +36,7 @@ func (s *Server) publishMember() {
 		if m := s.cluster.member(s.meta.MemberID); m != nil && m.Name == a.Name && slices.Equal(m.ClientUrls, a.ClientUrls) {
 			return
 		}
-		ctx, cancel := context.WithTimeout(AsServer(context.Background()), s.requestTimeout())
+		ctx, cancel := context.WithTimeout(authgate.AsServer(context.Background()), s.requestTimeout())
 		_, err := s.publishAttributes(ctx, a)
 		cancel()
 		if err == nil {

@@ -34,20 +34,25 @@ func (s *Server) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) err
 			return err
 		}
 	}
-	return s.serializeRead(rs.Context(), r, func() error { return s.streamRange(r, rs) })
+	ai, err := s.auth.PermitRead(rs.Context(), r)
+	if err != nil {
+		return err
+	}
+	return s.auth.ReadDone(ai, streamRange(&s.reads, s.fill, s.opts.MaxRequestBytes, r, rs))
 }
 
-// streamRange sends a checked RangeStream's chunks.
-func (s *Server) streamRange(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) error {
+// streamRange sends a checked RangeStream's chunks, read by rd, sized
+// towards maxBytes; fill completes the last one's header.
+func streamRange(rd *reader, fill func(*pb.ResponseHeader), maxBytes int, r *pb.RangeRequest, rs pb.KV_RangeStreamServer) error {
 	r = proto.Clone(r).(*pb.RangeRequest)
-	// Every chunk reads through s.read (which retries a read that a
+	// Every chunk reads through rd.read (which retries a read that a
 	// compaction overtook, as Range does). The first picks the revision;
 	// the later ones read at it, and fail as compacted once a compaction
 	// passes it, as etcd's do.
-	rangeOf := func(r *pb.RangeRequest) (*pb.RangeResponse, error) { return s.rangeShards(rs.Context(), r) }
+	rangeOf := func(r *pb.RangeRequest) (*pb.RangeResponse, error) { return rd.rangeShards(rs.Context(), r) }
 	send := func(out *pb.RangeResponse) error {
 		if out.Header != nil {
-			out.Header.ClusterId, out.Header.MemberId, out.Header.RaftTerm = s.meta.ClusterID, s.meta.MemberID, s.raft.Term()
+			fill(out.Header)
 		}
 		return rs.Send(&pb.RangeStreamResponse{RangeResponse: out})
 	}
@@ -101,7 +106,7 @@ func (s *Server) streamRange(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) err
 			return nil
 		}
 		r.Key = nextKey
-		r.Limit = min(adjustChunkLimit(r.Limit, proto.Size(resp), s.opts.MaxRequestBytes), totalLimit-count)
+		r.Limit = min(adjustChunkLimit(r.Limit, proto.Size(resp), maxBytes), totalLimit-count)
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 // meanwhile.
 func (s *Server) rebuildCore() (*sequencer.Core, error) {
 	st := mvcc.NewStore()
-	st.SetLoader(s.loadPair)
+	st.SetLoader(s.reads.loadPair)
 	if _, err := restore(s.j, st, nil); err != nil {
 		return nil, err
 	}

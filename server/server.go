@@ -20,29 +20,34 @@ import (
 	"revd/journal"
 	"revd/projections/lease"
 	"revd/projections/mvcc"
+	"revd/server/alarm"
+	"revd/server/authgate"
+	"revd/server/cluster"
+	"revd/server/internal/reqsize"
+	"revd/server/maintenance"
 )
 
 // Server is one revd member. Its methods are safe for concurrent use.
 type Server struct {
-	// The KV, Cluster and Auth methods override every method of the
-	// embedded Unimplemented*Servers; they are there to satisfy
-	// etcdserverpb's KVServer, ClusterServer and AuthServer.
+	// The KV methods override every method of the embedded
+	// UnimplementedKVServer; it is there to satisfy etcdserverpb's
+	// KVServer.
 	pb.UnimplementedKVServer
-	pb.UnimplementedClusterServer
-	pb.UnimplementedAuthServer
 
 	opts    Options
 	log     *slog.Logger
 	j       *journal.Journal
 	meta    journal.Meta
+	limit   reqsize.Limit
 	started time.Time
 
 	system *system.System
 	seq    *sequencer.Ref
 	set    *shard.Set
+	reads  reader   // the read path (read.go)
 	splits [][]byte // the shards' split points
 	comp   *compactor
-	lease  leaseState
+	lease  *Leases
 	fan    fanout.Fanout
 
 	// The member's raft: the log, the peers, the leader, the proposals
@@ -59,9 +64,11 @@ type Server struct {
 	watchBudget *watch.Budget
 	watchStats  *watch.Stats
 	stats       counters
-	alarms      alarms
-	auth        *authGate
-	hashes      compactionHashes
+	alarms      *alarm.Alarms
+	auth        authChecks
+	authService *authgate.Service
+	maint       *maintenance.Service
+	clusterSvc  *cluster.Service
 
 	// committed is the newest applied revision; compactRev the newest
 	// applied compaction (-1: none). Both move on the apply goroutine
@@ -101,8 +108,10 @@ func New(opts Options) (*Server, error) {
 	if splits == nil {
 		splits = shard.DefaultSplits(DefaultShards)
 	}
-	s := &Server{opts: opts, log: opts.Logger, j: j, meta: j.Meta(), started: time.Now(), splits: splits, set: shard.NewSet(splits),
-		closing: make(chan struct{}), joined: id}
+	meta := j.Meta()
+	s := &Server{opts: opts, log: opts.Logger, j: j, meta: meta, started: time.Now(), splits: splits, set: shard.NewSet(splits),
+		limit: reqsize.Limit{MemberID: meta.MemberID, MaxBytes: opts.MaxRequestBytes}, closing: make(chan struct{}), joined: id}
+	s.reads = reader{set: s.set, j: j, committed: &s.committed, compactRev: &s.compactRev}
 	s.lead.init()
 	s.props = newProposals(s)
 	if err := s.resumeInstall(); err != nil {
@@ -112,8 +121,8 @@ func New(opts Options) (*Server, error) {
 	seqStore := mvcc.NewStore()
 	// Both stores keep each key's current pair in memory and fetch older
 	// ones from the journal.
-	seqStore.SetLoader(s.loadPair)
-	s.set.SetLoader(s.loadPair)
+	seqStore.SetLoader(s.reads.loadPair)
+	s.set.SetLoader(s.reads.loadPair)
 	compactRev, err := restore(j, seqStore, s.set)
 	if err != nil {
 		j.Close()
@@ -127,11 +136,7 @@ func New(opts Options) (*Server, error) {
 		s.log.Error("keys name leases that do not exist; they stay without a lease", "keys", orphans)
 	}
 	s.stats.countRestored(seqStore)
-	if err := s.loadAlarms(); err != nil {
-		j.Close()
-		return nil, err
-	}
-	if err := s.openAuth(); err != nil {
+	if err := s.openServices(); err != nil {
 		j.Close()
 		return nil, err
 	}
@@ -141,7 +146,7 @@ func New(opts Options) (*Server, error) {
 
 	s.system = system.New(opts.Logger)
 	s.set.Start(s.system)
-	s.comp = newCompactor(j, opts.Logger.With("component", "compactor"), compactRev, s.compactionHash)
+	s.comp = newCompactor(j, opts.Logger.With("component", "compactor"), compactRev, s.maint.CompactionHash)
 	// Decisions wait for this member to lead; what is decided goes through
 	// raft, and comes back to every member's applier, which publishes it.
 	s.seq = sequencer.Start(s.system, sequencer.Options{
@@ -151,14 +156,14 @@ func New(opts Options) (*Server, error) {
 		Inactive: true,
 		Rebuild:  s.rebuildCore,
 	})
-	s.startLeases(leaseCopy)
+	s.lease.start(s.system, leaseCopy, opts.LeaseClock, s.meta.MemberID)
 	if err := s.startWatch(); err != nil {
 		s.Close()
 		return nil, err
 	}
 	// Readers first (see package fanout for the order).
 	s.fan.Subscribe(s.advance)
-	s.fan.Subscribe(s.publish)
+	s.fan.Subscribe(publishTo(opts.Feed))
 	s.fan.Subscribe(s.set.Committed)
 	s.fan.Subscribe(s.comp.committed)
 	s.fan.Subscribe(s.lease.ref.Committed)
@@ -220,7 +225,7 @@ func (s *Server) Close() error {
 		if s.raft != nil {
 			s.raft.Stop()
 		}
-		s.stopLeases()
+		s.lease.stop()
 		if s.seq != nil {
 			s.seq.Stop()
 		}
@@ -232,7 +237,9 @@ func (s *Server) Close() error {
 			s.comp.close()
 		}
 		s.system.Shutdown()
-		s.closeAuth()
+		if s.auth != nil {
+			s.auth.Close()
+		}
 		err = s.j.Close()
 	})
 	return err
@@ -255,3 +262,7 @@ func (s *Server) journalChange(c *sequencer.Change) error {
 		return sequencer.ErrStopped
 	}
 }
+
+// MemberID is this member's id; ClusterID the cluster's.
+func (s *Server) MemberID() uint64  { return s.meta.MemberID }
+func (s *Server) ClusterID() uint64 { return s.meta.ClusterID }

@@ -120,9 +120,9 @@ func (s *Server) resumeInstall() error {
 // watch hub fills what it missed from the journal on the next commit.
 func (s *Server) reload() error {
 	fresh := shard.NewSet(s.splits)
-	fresh.SetLoader(s.loadPair)
+	fresh.SetLoader(s.reads.loadPair)
 	st := mvcc.NewStore()
-	st.SetLoader(s.loadPair)
+	st.SetLoader(s.reads.loadPair)
 	compactRev, err := restore(s.j, st, fresh)
 	if err != nil {
 		return err
@@ -141,22 +141,14 @@ func (s *Server) reload() error {
 	s.compactRev.Store(compactRev)
 	s.comp.reset(compactRev)
 
-	g := s.auth
-	g.mu.Lock()
-	err = s.reloadAuth()
-	g.setMode()
-	g.mu.Unlock()
-	if err != nil {
+	if err := s.auth.Reload(); err != nil {
 		return err
-	}
-	if s.opts.OnAuthChange != nil {
-		s.opts.OnAuthChange(true)
 	}
 	stored, err := s.j.Alarms()
 	if err != nil {
 		return err
 	}
-	s.followAlarms(stored)
+	s.alarms.Follow(stored)
 	cs, err := s.loadClusterState()
 	if err != nil {
 		return err

@@ -27,7 +27,7 @@ type Stats struct {
 	// LeasesGranted, LeasesRevoked (expiries included, as etcd counts
 	// them), LeasesRenewed and LeasesExpired count since the start.
 	LeasesGranted, LeasesRevoked, LeasesRenewed, LeasesExpired int64
-	// AuthRevision is the auth store's revision (see auth.go).
+	// AuthRevision is the auth store's revision (see package authgate).
 	AuthRevision int64
 }
 
@@ -43,7 +43,7 @@ func (s *Server) Stats() Stats {
 		Revision:        s.committed.Load(),
 		CompactRevision: s.compactRev.Load(),
 		Keys:            s.stats.keys.Load(),
-		AuthRevision:    int64(s.auth.store.Revision()),
+		AuthRevision:    int64(s.auth.Revision()),
 		DBSize:          s.j.Size(),
 		Watchers:        s.watchStats.Watchers(),
 		SlowWatchers:    s.watchStats.Slow(),

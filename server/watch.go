@@ -2,9 +2,6 @@ package server
 
 import (
 	"context"
-	"time"
-
-	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"revd/actors/sequencer"
 	"revd/actors/watch"
@@ -19,7 +16,7 @@ const DefaultWatchServerBytes = 64 << 20
 const grpcOverheadBytes = 512 * 1024
 
 // NewWatchStream opens a watch session of the caller of ctx (its token, see
-// auth.go) whose responses go to sink; the caller feeds it the client's
+// package authgate) whose responses go to sink; the caller feeds it the client's
 // requests (Handle), runs its sender (Run) and closes it when the client
 // goes away.
 func (s *Server) NewWatchStream(ctx context.Context, sink watch.Sink) *watch.Stream {
@@ -37,7 +34,7 @@ func (s *Server) NewWatchStream(ctx context.Context, sink watch.Sink) *watch.Str
 			if rctx == nil {
 				rctx = ctx
 			}
-			return s.WatchPermitted(rctx, key, end)
+			return s.auth.WatchPermitted(rctx, key, end)
 		},
 	})
 }
@@ -50,7 +47,7 @@ func (s *Server) startWatch() error {
 	s.hub = watch.StartHub(s.system, watch.HubOptions{
 		Stats:      s.watchStats,
 		History:    s.j,
-		Prev:       s.prevAt,
+		Prev:       s.reads.prevAt,
 		Rev:        s.committed.Load(),
 		CompactRev: s.compactRev.Load(),
 		Logger:     s.log.With("component", "watch"),
@@ -65,30 +62,14 @@ func (s *Server) startWatch() error {
 	return nil
 }
 
-// publish puts a durable batch on the commit feed (a fanout subscriber).
-func (s *Server) publish(b *sequencer.Batch) {
-	c := &watch.Commit{Records: b.Records}
-	if b.Compact {
-		c.CompactRev = b.CompactRev
+// publishTo returns the fanout subscriber that puts each applied batch on
+// feed, the commit feed.
+func publishTo(feed watch.Feed) func(*sequencer.Batch) {
+	return func(b *sequencer.Batch) {
+		c := &watch.Commit{Records: b.Records}
+		if b.Compact {
+			c.CompactRev = b.CompactRev
+		}
+		feed.Publish(c)
 	}
-	s.opts.Feed.Publish(c)
-}
-
-// prevAt returns key's value at rev, for prev_kv of events replayed from the
-// journal: nil if it had none or rev is compacted.
-func (s *Server) prevAt(key []byte, rev int64) *mvccpb.KeyValue {
-	if rev < 1 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	tr := s.set.Tracker()
-	if err := tr.Wait(ctx, rev); err != nil {
-		return nil
-	}
-	kvs, _, err := s.set.View(tr.Visible(), s.compactRev.Load()).Range(key, nil, rev, 0)
-	if err != nil || len(kvs) == 0 {
-		return nil
-	}
-	return kvs[0]
 }

@@ -189,7 +189,7 @@ func authMember(t *testing.T, opts natsclient.Options) (*revd.Server, *natsclien
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	svc, err := natsapi.Serve(nc, srv, srv.Status, natsapi.Options{Watch: srv, Lease: srv, Auth: srv, Maintenance: srv})
+	svc, err := natsapi.Serve(nc, srv, srv.Maintenance().Status, natsapi.Options{Watch: srv, Lease: srv.Lease(), Auth: srv.Auth(), Maintenance: srv.Maintenance(), Cluster: srv.Cluster()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestAuthOverNATS(t *testing.T) {
 		t.Fatalf("Authenticate with authentication off: %v, want %v", err, rpctypes.ErrAuthNotEnabled)
 	}
 
-	if err := authtest.Setup(ctx, srv); err != nil {
+	if err := authtest.Setup(ctx, srv.Auth()); err != nil {
 		t.Fatal(err)
 	}
 
@@ -304,7 +304,7 @@ func TestCredentialsLogInAgain(t *testing.T) {
 	if err := put(watcher, "a/00"); err != nil {
 		t.Fatalf("put with authentication off: %v", err)
 	}
-	if err := authtest.Setup(ctx, srv); err != nil {
+	if err := authtest.Setup(ctx, srv.Auth()); err != nil {
 		t.Fatal(err)
 	}
 	early, err := watcher.Watch(ctx, &pb.WatchCreateRequest{Key: []byte("a/0")}, natsclient.WatchOptions{})
@@ -326,10 +326,10 @@ func TestCredentialsLogInAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.AuthDisable(metadata.NewIncomingContext(ctx, metadata.Pairs("token", root.Token)), &pb.AuthDisableRequest{}); err != nil {
+	if _, err := srv.Auth().AuthDisable(metadata.NewIncomingContext(ctx, metadata.Pairs("token", root.Token)), &pb.AuthDisableRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.AuthEnable(ctx, &pb.AuthEnableRequest{}); err != nil {
+	if _, err := srv.Auth().AuthEnable(ctx, &pb.AuthEnableRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := put(anon.WithToken(tok.Token), "a/2"); !errors.Is(err, rpctypes.ErrInvalidAuthToken) {

@@ -26,7 +26,7 @@ func startRevd(t *testing.T) (*Client, *leaseactor.FakeClock) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	h := natsapitest.Start(t, srv, srv.Status, natsapi.Options{SubjectPrefix: "l1", Lease: srv})
+	h := natsapitest.Start(t, srv, srv.Maintenance().Status, natsapi.Options{SubjectPrefix: "l1", Lease: srv.Lease()})
 	return New(h.Conn, Options{SubjectPrefix: "l1"}), clock
 }
 

@@ -29,7 +29,7 @@ func (fakeMaintenance) Checkpoint(_ context.Context, r *maintenancev1.Checkpoint
 	return &maintenancev1.CheckpointResponse{Dir: r.Dir, Revision: 42, CompactRevision: 7, BaseRevision: 5}, nil
 }
 
-func (fakeMaintenance) Hash(_ context.Context, r *maintenancev1.HashRequest) (*maintenancev1.HashResponse, error) {
+func (fakeMaintenance) StateHash(_ context.Context, r *maintenancev1.HashRequest) (*maintenancev1.HashResponse, error) {
 	if r.Revision > 42 {
 		return nil, rpctypes.ErrGRPCFutureRev
 	}
@@ -92,11 +92,11 @@ func TestEtcdMaintenanceOverNATS(t *testing.T) {
 	if err != nil || len(members.Members) != 1 {
 		t.Fatalf("MemberList = %v, %v", members, err)
 	}
-	direct, derr := srv.MemberList(ctx, &pb.MemberListRequest{})
+	direct, derr := srv.Cluster().MemberList(ctx, &pb.MemberListRequest{})
 	same("MemberList", members, direct, err, derr)
 
 	hk, err := c.HashKV(ctx, &pb.HashKVRequest{})
-	hd, derr := srv.HashKV(ctx, &pb.HashKVRequest{})
+	hd, derr := srv.Maintenance().HashKV(ctx, &pb.HashKVRequest{})
 	same("HashKV", hk, hd, err, derr)
 	if _, err := c.HashKV(ctx, &pb.HashKVRequest{Revision: 99}); !errors.Is(err, rpctypes.ErrFutureRev) {
 		t.Errorf("HashKV of a future revision = %v, want %v", err, rpctypes.ErrFutureRev)
@@ -107,7 +107,7 @@ func TestEtcdMaintenanceOverNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	al, err := c.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_GET})
-	ad, derr := srv.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_GET})
+	ad, derr := srv.Maintenance().Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_GET})
 	same("Alarm GET", al, ad, err, derr)
 	if len(al.Alarms) != 1 || al.Alarms[0].Alarm != pb.AlarmType_NOSPACE {
 		t.Errorf("alarms after raising NOSPACE over NATS: %v", al.Alarms)

@@ -35,7 +35,7 @@ func (m *member) start() {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	svc, err := natsapi.Serve(m.nc, srv, srv.Status, natsapi.Options{Watch: srv})
+	svc, err := natsapi.Serve(m.nc, srv, srv.Maintenance().Status, natsapi.Options{Watch: srv})
 	if err != nil {
 		m.t.Fatal(err)
 	}

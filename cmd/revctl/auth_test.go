@@ -54,12 +54,12 @@ func TestAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	h := natsapitest.Start(t, srv, srv.Status, natsapi.Options{Lease: srv, Auth: srv})
+	h := natsapitest.Start(t, srv, srv.Maintenance().Status, natsapi.Options{Lease: srv.Lease(), Auth: srv.Auth()})
 	c := &cli{t: t, client: natsclient.New(h.Conn, natsclient.Options{})}
 	ctx := context.Background()
 	authRev := func() string {
 		t.Helper()
-		st, err := srv.AuthStatus(ctx, &pb.AuthStatusRequest{})
+		st, err := srv.Auth().AuthStatus(ctx, &pb.AuthStatusRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +73,7 @@ func TestAuth(t *testing.T) {
 		{args: args("auth", "status"), stdout: "Authentication Status: false\nAuthRevision: " + authRev() + "\n"},
 	})
 
-	if err := authtest.Setup(ctx, srv); err != nil {
+	if err := authtest.Setup(ctx, srv.Auth()); err != nil {
 		t.Fatal(err)
 	}
 

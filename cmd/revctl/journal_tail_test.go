@@ -32,7 +32,7 @@ func TestJournalTail(t *testing.T) {
 	}
 	put("a", "1") // 2
 	put("b", "1") // 3
-	h := natsapitest.Start(t, s, s.Status, natsapi.Options{Watch: s})
+	h := natsapitest.Start(t, s, s.Maintenance().Status, natsapi.Options{Watch: s})
 	client := natsclient.New(h.Conn, natsclient.Options{})
 
 	var out, errb syncbuf.Buffer

@@ -209,7 +209,7 @@ func TestJournalOnline(t *testing.T) {
 	}
 	defer s.Close()
 	writeHistory(t, s)
-	h := natsapitest.Start(t, s, s.Status, natsapi.Options{SubjectPrefix: "j1", Maintenance: s})
+	h := natsapitest.Start(t, s, s.Maintenance().Status, natsapi.Options{SubjectPrefix: "j1", Maintenance: s.Maintenance(), Cluster: s.Cluster()})
 	client := natsclient.New(h.Conn, natsclient.Options{SubjectPrefix: "j1"})
 
 	// The running server's directory is locked.

@@ -36,7 +36,7 @@ func newLeaseCLI(t *testing.T) (*cli, *leaseTestClient) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	h := natsapitest.Start(t, srv, srv.Status, natsapi.Options{Lease: srv})
+	h := natsapitest.Start(t, srv, srv.Maintenance().Status, natsapi.Options{Lease: srv.Lease()})
 	lc := &leaseTestClient{Client: natsclient.New(h.Conn, natsclient.Options{})}
 	return &cli{t: t, client: lc}, lc
 }

@@ -32,6 +32,7 @@ import (
 	"revd/gateway/natsapi"
 	"revd/internal/autocompact"
 	"revd/server"
+	"revd/server/authgate"
 )
 
 // serve runs revd until ctx ends, then stops it cleanly: front doors first,
@@ -112,8 +113,8 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return err
 	}
 	lns := bound.client
-	svc, err := natsapi.Serve(nc, srv, srv.Status, natsapi.Options{SubjectPrefix: cfg.natsSubjectRoot, Logger: log, Watch: srv, Lease: srv, Maintenance: srv, Auth: srv,
-		Member: natsMember(cfg)})
+	svc, err := natsapi.Serve(nc, srv, srv.Maintenance().Status, natsapi.Options{SubjectPrefix: cfg.natsSubjectRoot, Logger: log, Watch: srv, Lease: srv.Lease(),
+		Maintenance: srv.Maintenance(), Cluster: srv.Cluster(), Auth: srv.Auth(), Member: natsMember(cfg)})
 	if err != nil {
 		return fmt.Errorf("starting the NATS API: %w", err)
 	}
@@ -137,7 +138,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return err
 	}
 	// etcd's Lock and Election services, clients of the API as in etcd.
-	closeLockElection := grpcapi.RegisterLockElection(grpcstats.Registrar(gs, rpcStats), gwConn, srv.ForwardCertCaller)
+	closeLockElection := grpcapi.RegisterLockElection(grpcstats.Registrar(gs, rpcStats), gwConn, srv.Auth().ForwardCertCaller)
 	hs := &http.Server{
 		Handler: httpapi.Handler(healthReader{srv}, httpapi.Options{
 			ServerVersion: server.APIVersion, ClusterVersion: server.ClusterVersion, StorageVersion: server.StorageVersion,
@@ -246,14 +247,14 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 type healthReader struct{ *server.Server }
 
 func (h healthReader) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
-	return h.Server.Range(server.AsServer(ctx), r)
+	return h.Server.Range(authgate.AsServer(ctx), r)
 }
 
 // compactFunc compacts srv as a Compact request does; a revision compacted
 // already counts as done.
 func compactFunc(srv *server.Server) func(context.Context, int64) (bool, error) {
 	return func(ctx context.Context, rev int64) (bool, error) {
-		_, err := srv.Compact(server.AsServer(ctx), &pb.CompactionRequest{Revision: rev})
+		_, err := srv.Compact(authgate.AsServer(ctx), &pb.CompactionRequest{Revision: rev})
 		if err == nil || errors.Is(err, rpctypes.ErrGRPCCompacted) {
 			return true, nil
 		}
@@ -358,7 +359,7 @@ func newBusUsers(cfg *config, store *atomic.Pointer[server.Server]) *bus.BusUser
 	return &bus.BusUsers{
 		CheckPassword: func(user, password string) (bool, error) {
 			if srv := store.Load(); srv != nil {
-				return srv.CheckUser(user, password)
+				return srv.Auth().CheckUser(user, password)
 			}
 			return false, errStoreNotOpen
 		},
@@ -368,7 +369,7 @@ func newBusUsers(cfg *config, store *atomic.Pointer[server.Server]) *bus.BusUser
 		},
 		Record: func(user string) (string, bool) {
 			if srv := store.Load(); srv != nil {
-				return srv.UserRecord(user)
+				return srv.Auth().UserRecord(user)
 			}
 			return "", false
 		},

@@ -6,18 +6,17 @@
 // Served: KV (Range, Put, DeleteRange, Txn, Compact, RangeStream), Watch
 // (watch.go), Lease (lease.go: grant, revoke, keep-alive, time-to-live,
 // leases), Cluster (a cluster of one member that cannot change; see
-// server/cluster.go), and Maintenance's Status, Alarm (server/alarms.go),
-// Defragment, MoveLeader and Snapshot (a revd snapshot file, see package
-// journal), Auth (etcd's users, roles, permissions and tokens; see
-// server/auth.go), and Downgrade as an etcd with no downgrade job that
-// cannot start one; gRPC's health service (grpc.health.v1.Health, SERVING),
-// as etcd registers it; Lock and Election (lockelection.go), and HashKV
-// (server/hashkv.go). Maintenance's Hash, a hash of etcd's whole bbolt
-// database, answers codes.Unimplemented.
+// package server/cluster), Maintenance (package server/maintenance: Status,
+// Alarm, Defragment, MoveLeader, HashKV, Snapshot (a revd snapshot file,
+// see package journal), Downgrade as an etcd with no downgrade job that
+// cannot start one, and Hash, a hash of etcd's whole bbolt database, which
+// answers codes.Unimplemented), Auth (etcd's users, roles, permissions and
+// tokens; see package server/authgate); gRPC's health service
+// (grpc.health.v1.Health, SERVING), as etcd registers it; Lock and
+// Election (lockelection.go).
 package grpcapi
 
 import (
-	"context"
 	"math"
 	"time"
 
@@ -163,55 +162,12 @@ func New(srv *server.Server, opts Options) *grpc.Server {
 // register puts revd's services on r.
 func register(r grpc.ServiceRegistrar, srv *server.Server) {
 	pb.RegisterKVServer(r, srv)
-	pb.RegisterMaintenanceServer(r, &maintenance{srv: srv})
+	pb.RegisterMaintenanceServer(r, srv.Maintenance())
 	pb.RegisterWatchServer(r, &watchServer{srv: srv})
-	pb.RegisterLeaseServer(r, &leaseServer{srv: srv})
-	pb.RegisterClusterServer(r, srv)
-	pb.RegisterAuthServer(r, srv)
+	pb.RegisterLeaseServer(r, &leaseServer{srv: srv.Lease()})
+	pb.RegisterClusterServer(r, srv.Cluster())
+	pb.RegisterAuthServer(r, srv.Auth())
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(r, hs)
-}
-
-type maintenance struct {
-	pb.UnimplementedMaintenanceServer
-	srv *server.Server
-}
-
-func (m *maintenance) Status(ctx context.Context, r *pb.StatusRequest) (*pb.StatusResponse, error) {
-	return m.srv.Status(ctx, r)
-}
-
-func (m *maintenance) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
-	return m.srv.Alarm(ctx, r)
-}
-
-func (m *maintenance) Defragment(ctx context.Context, r *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
-	return m.srv.Defragment(ctx, r)
-}
-
-func (m *maintenance) Snapshot(r *pb.SnapshotRequest, srv pb.Maintenance_SnapshotServer) error {
-	return m.srv.Snapshot(r, srv)
-}
-
-func (m *maintenance) Downgrade(ctx context.Context, r *pb.DowngradeRequest) (*pb.DowngradeResponse, error) {
-	return m.srv.Downgrade(ctx, r)
-}
-
-func (m *maintenance) HashKV(ctx context.Context, r *pb.HashKVRequest) (*pb.HashKVResponse, error) {
-	return m.srv.HashKV(ctx, r)
-}
-
-// Hash is etcd's hash of its whole bbolt database (every bucket: members,
-// leases, auth...), which revd, whose journal is not bbolt, has no
-// equivalent of: a root caller gets Unimplemented.
-func (m *maintenance) Hash(ctx context.Context, r *pb.HashRequest) (*pb.HashResponse, error) {
-	if err := m.srv.RequireAdmin(ctx); err != nil {
-		return nil, err
-	}
-	return m.UnimplementedMaintenanceServer.Hash(ctx, r)
-}
-
-func (m *maintenance) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
-	return m.srv.MoveLeader(ctx, r)
 }

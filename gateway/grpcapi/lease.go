@@ -11,11 +11,11 @@ import (
 )
 
 // leaseServer serves etcd's Lease service. Unary calls go straight to the
-// server; LeaseKeepAlive is a bidirectional stream answering each request
-// with one response, in order (see server.LeaseKeepAliveOnce).
+// server's; LeaseKeepAlive is a bidirectional stream answering each request
+// with one response, in order (see server.Leases.LeaseKeepAliveOnce).
 type leaseServer struct {
 	pb.UnimplementedLeaseServer
-	srv *server.Server
+	srv *server.Leases
 }
 
 func (l *leaseServer) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {

@@ -24,7 +24,8 @@ const (
 	EndpointAuthStatus   = "auth.status"       // AuthStatusRequest   -> AuthStatusResponse
 )
 
-// AuthServer answers the auth endpoints; revd's *server.Server is one.
+// AuthServer answers the auth endpoints; revd's *authgate.Service (its
+// server.Server's Auth) is one.
 type AuthServer interface {
 	Authenticate(context.Context, *pb.AuthenticateRequest) (*pb.AuthenticateResponse, error)
 	AuthStatus(context.Context, *pb.AuthStatusRequest) (*pb.AuthStatusResponse, error)

@@ -59,8 +59,8 @@ func FuzzRequests(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { srv.Close() })
-	h := natsapitest.Start(f, srv, srv.Status, natsapi.Options{SubjectPrefix: "fuzz",
-		Watch: srv, Lease: srv, Maintenance: srv, Auth: srv})
+	h := natsapitest.Start(f, srv, srv.Maintenance().Status, natsapi.Options{SubjectPrefix: "fuzz",
+		Watch: srv, Lease: srv.Lease(), Maintenance: srv.Maintenance(), Cluster: srv.Cluster(), Auth: srv.Auth()})
 	for i, ep := range fuzzEndpoints {
 		var valid []byte
 		if ep.req != nil {

@@ -19,7 +19,8 @@ const (
 	EndpointLeaseKeepAlive  = "lease.keepalive"  // LeaseKeepAliveRequest  -> LeaseKeepAliveResponse
 )
 
-// LeaseServer answers the lease endpoints; revd's *server.Server is one.
+// LeaseServer answers the lease endpoints; revd's *server.Leases (its
+// server.Server's Lease) is one.
 type LeaseServer interface {
 	LeaseGrant(context.Context, *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error)
 	LeaseRevoke(context.Context, *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error)

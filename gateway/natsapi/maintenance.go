@@ -37,33 +37,40 @@ const (
 	EndpointMemberList = "cluster.member_list"    // MemberListRequest -> MemberListResponse
 )
 
-// MaintenanceServer answers the maintenance endpoints above; revd's
-// *server.Server is one. Checkpoint writes wherever the server process may
-// write, on behalf of anyone who may publish on the subject: restrict the
-// subject with NATS permissions where that matters.
+// MaintenanceServer answers the maintenance endpoints above but the member
+// list; revd's *maintenance.Service (its server.Server's Maintenance) is
+// one, StateHash answering EndpointHash. Checkpoint writes wherever the
+// server process may write, on behalf of anyone who may publish on the
+// subject: restrict the subject with NATS permissions where that matters.
 type MaintenanceServer interface {
 	Checkpoint(context.Context, *maintenancev1.CheckpointRequest) (*maintenancev1.CheckpointResponse, error)
-	Hash(context.Context, *maintenancev1.HashRequest) (*maintenancev1.HashResponse, error)
+	StateHash(context.Context, *maintenancev1.HashRequest) (*maintenancev1.HashResponse, error)
 	Alarm(context.Context, *pb.AlarmRequest) (*pb.AlarmResponse, error)
 	HashKV(context.Context, *pb.HashKVRequest) (*pb.HashKVResponse, error)
 	Defragment(context.Context, *pb.DefragmentRequest) (*pb.DefragmentResponse, error)
+}
+
+// ClusterServer answers EndpointMemberList.
+type ClusterServer interface {
 	MemberList(context.Context, *pb.MemberListRequest) (*pb.MemberListResponse, error)
 }
 
-// addMaintenanceEndpoints registers the maintenance endpoints, served like
-// the KV ones (each call in its own goroutine, within MaxInFlight and
+// addMaintenanceEndpoints registers the maintenance endpoints (with
+// Options.Maintenance) and the member list (with Options.Cluster), served
+// like the KV ones (each call in its own goroutine, within MaxInFlight and
 // RequestTimeout).
 func (s *Service) addMaintenanceEndpoints(svc micro.Service) error {
-	ms := s.opts.Maintenance
-	if ms == nil {
-		return nil
+	var eps []endpoint
+	if ms := s.opts.Maintenance; ms != nil {
+		eps = append(eps,
+			endpoint{name: EndpointCheckpoint, run: unary(ms.Checkpoint)},
+			endpoint{name: EndpointHash, run: unary(ms.StateHash)},
+			endpoint{name: EndpointAlarm, run: unary(ms.Alarm)},
+			endpoint{name: EndpointHashKV, run: unary(ms.HashKV)},
+			endpoint{name: EndpointDefragment, run: unary(ms.Defragment)})
 	}
-	return s.addUnary(svc, []endpoint{
-		{name: EndpointCheckpoint, run: unary(ms.Checkpoint)},
-		{name: EndpointHash, run: unary(ms.Hash)},
-		{name: EndpointAlarm, run: unary(ms.Alarm)},
-		{name: EndpointHashKV, run: unary(ms.HashKV)},
-		{name: EndpointDefragment, run: unary(ms.Defragment)},
-		{name: EndpointMemberList, run: unary(ms.MemberList)},
-	})
+	if cs := s.opts.Cluster; cs != nil {
+		eps = append(eps, endpoint{name: EndpointMemberList, run: unary(cs.MemberList)})
+	}
+	return s.addUnary(svc, eps)
 }

@@ -17,8 +17,9 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// StatusFunc answers Maintenance.Status; revd's *server.Server.Status has
-// this signature.
+// StatusFunc answers Maintenance.Status; revd's
+// *maintenance.Service.Status (its server.Server's Maintenance) has this
+// signature.
 type StatusFunc func(context.Context, *pb.StatusRequest) (*pb.StatusResponse, error)
 
 // Defaults for Options.
@@ -56,9 +57,12 @@ type Options struct {
 	// Lease serves the lease endpoints (see lease.go); nil: none.
 	Lease LeaseServer
 
-	// Maintenance serves the checkpoint and hash endpoints (see
-	// maintenance.go); nil: none.
+	// Maintenance serves the checkpoint and hash endpoints and etcd's
+	// alarm, hashkv and defragment (see maintenance.go); nil: none.
 	Maintenance MaintenanceServer
+
+	// Cluster serves the member list (see maintenance.go); nil: none.
+	Cluster ClusterServer
 
 	// Auth serves the auth endpoints (see auth.go); nil: none.
 	Auth AuthServer

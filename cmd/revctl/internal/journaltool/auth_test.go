@@ -81,16 +81,16 @@ func TestAuthTravels(t *testing.T) {
 		}
 	}
 	must(s.Put(bg, &pb.PutRequest{Key: []byte("app/x"), Value: []byte("1")}))
-	must(s.UserAdd(bg, &pb.AuthUserAddRequest{Name: "root", Password: "rootpw"}))
-	must(s.UserGrantRole(bg, &pb.AuthUserGrantRoleRequest{User: "root", Role: "root"}))
-	must(s.UserAdd(bg, &pb.AuthUserAddRequest{Name: "alice", Password: "alicepw"}))
-	must(s.UserAdd(bg, &pb.AuthUserAddRequest{Name: "bob", Options: &authpb.UserAddOptions{NoPassword: true}}))
-	must(s.RoleAdd(bg, &pb.AuthRoleAddRequest{Name: "app"}))
-	must(s.RoleGrantPermission(bg, &pb.AuthRoleGrantPermissionRequest{Name: "app",
+	must(s.Auth().UserAdd(bg, &pb.AuthUserAddRequest{Name: "root", Password: "rootpw"}))
+	must(s.Auth().UserGrantRole(bg, &pb.AuthUserGrantRoleRequest{User: "root", Role: "root"}))
+	must(s.Auth().UserAdd(bg, &pb.AuthUserAddRequest{Name: "alice", Password: "alicepw"}))
+	must(s.Auth().UserAdd(bg, &pb.AuthUserAddRequest{Name: "bob", Options: &authpb.UserAddOptions{NoPassword: true}}))
+	must(s.Auth().RoleAdd(bg, &pb.AuthRoleAddRequest{Name: "app"}))
+	must(s.Auth().RoleGrantPermission(bg, &pb.AuthRoleGrantPermissionRequest{Name: "app",
 		Perm: &authpb.Permission{PermType: authpb.READWRITE, Key: []byte("app/"), RangeEnd: []byte("app0")}}))
-	must(s.RoleAdd(bg, &pb.AuthRoleAddRequest{Name: "idle"}))
-	must(s.UserGrantRole(bg, &pb.AuthUserGrantRoleRequest{User: "alice", Role: "app"}))
-	must(s.AuthEnable(bg, &pb.AuthEnableRequest{}))
+	must(s.Auth().RoleAdd(bg, &pb.AuthRoleAddRequest{Name: "idle"}))
+	must(s.Auth().UserGrantRole(bg, &pb.AuthUserGrantRoleRequest{User: "alice", Role: "app"}))
+	must(s.Auth().AuthEnable(bg, &pb.AuthEnableRequest{}))
 	root := loginT(t, s, "root", "rootpw")
 	must(s.Put(root, &pb.PutRequest{Key: []byte("app/y"), Value: []byte("2")}))
 	if err := s.Close(); err != nil {
@@ -119,7 +119,7 @@ func TestAuthTravels(t *testing.T) {
 		if _, err := s.Put(alice, &pb.PutRequest{Key: []byte("other"), Value: []byte("v")}); err != rpctypes.ErrGRPCPermissionDenied {
 			t.Errorf("%s: alice's put outside her role: %v, want %v", what, err, rpctypes.ErrGRPCPermissionDenied)
 		}
-		if _, err := s.Authenticate(bg, &pb.AuthenticateRequest{Name: "alice", Password: "wrong"}); err != rpctypes.ErrGRPCAuthFailed {
+		if _, err := s.Auth().Authenticate(bg, &pb.AuthenticateRequest{Name: "alice", Password: "wrong"}); err != rpctypes.ErrGRPCAuthFailed {
 			t.Errorf("%s: a wrong password: %v, want %v", what, err, rpctypes.ErrGRPCAuthFailed)
 		}
 	}
@@ -166,7 +166,7 @@ func TestAuthTravels(t *testing.T) {
 
 func loginT(t *testing.T, s *server.Server, user, password string) context.Context {
 	t.Helper()
-	resp, err := s.Authenticate(context.Background(), &pb.AuthenticateRequest{Name: user, Password: password})
+	resp, err := s.Auth().Authenticate(context.Background(), &pb.AuthenticateRequest{Name: user, Password: password})
 	if err != nil {
 		t.Fatalf("authenticate %s: %v", user, err)
 	}
@@ -200,7 +200,7 @@ func TestAuthAbsent(t *testing.T) {
 		if s.AuthEnabled() {
 			t.Errorf("import %s: authentication is on", name)
 		}
-		if st, err := s.AuthStatus(ctx, &pb.AuthStatusRequest{}); err != nil || st.AuthRevision != 1 {
+		if st, err := s.Auth().AuthStatus(ctx, &pb.AuthStatusRequest{}); err != nil || st.AuthRevision != 1 {
 			t.Errorf("import %s: auth status %v, %v; want revision 1", name, st, err)
 		}
 		if err := s.Close(); err != nil {

@@ -20,7 +20,7 @@ func TestLeasesTravel(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := s.LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: 0x2a, TTL: 600}); err != nil {
+	if _, err := s.Lease().LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: 0x2a, TTL: 600}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Put(ctx, &pb.PutRequest{Key: []byte("held"), Value: []byte("v"), Lease: 0x2a}); err != nil {
@@ -36,7 +36,7 @@ func TestLeasesTravel(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 		defer s.Close()
-		resp, err := s.LeaseTimeToLive(ctx, &pb.LeaseTimeToLiveRequest{ID: 0x2a, Keys: true})
+		resp, err := s.Lease().LeaseTimeToLive(ctx, &pb.LeaseTimeToLiveRequest{ID: 0x2a, Keys: true})
 		if err != nil || resp.GrantedTTL != 600 || len(resp.Keys) != 1 || string(resp.Keys[0]) != "held" {
 			t.Errorf("%s: lease 2a = %v, %v; want TTL 600 holding held", what, resp, err)
 		}

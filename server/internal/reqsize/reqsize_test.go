@@ -1,4 +1,4 @@
-package server
+package reqsize
 
 import (
 	"strings"
@@ -31,20 +31,20 @@ func TestRaftRequestSize(t *testing.T) {
 			field protowire.Number
 			r     proto.Message
 		}{
-			{&pb.InternalRaftRequest{Put: put}, putField, put},
-			{&pb.InternalRaftRequest{Put: &pb.PutRequest{}}, putField, &pb.PutRequest{}},
-			{&pb.InternalRaftRequest{DeleteRange: del}, deleteRangeField, del},
-			{&pb.InternalRaftRequest{Txn: txn}, txnField, txn},
-			{&pb.InternalRaftRequest{Compaction: comp}, compactionField, comp},
-			{&pb.InternalRaftRequest{AuthRoleAdd: role}, irFieldOf(role), role},
-			{&pb.InternalRaftRequest{AuthEnable: &pb.AuthEnableRequest{}}, irFieldOf(&pb.AuthEnableRequest{}), &pb.AuthEnableRequest{}},
+			{&pb.InternalRaftRequest{Put: put}, PutField, put},
+			{&pb.InternalRaftRequest{Put: &pb.PutRequest{}}, PutField, &pb.PutRequest{}},
+			{&pb.InternalRaftRequest{DeleteRange: del}, DeleteRangeField, del},
+			{&pb.InternalRaftRequest{Txn: txn}, TxnField, txn},
+			{&pb.InternalRaftRequest{Compaction: comp}, CompactionField, comp},
+			{&pb.InternalRaftRequest{AuthRoleAdd: role}, FieldOf(role), role},
+			{&pb.InternalRaftRequest{AuthEnable: &pb.AuthEnableRequest{}}, FieldOf(&pb.AuthEnableRequest{}), &pb.AuthEnableRequest{}},
 		} {
 			c.ir.Header = &pb.RequestHeader{ID: id}
 			if ai != nil {
 				c.ir.Header.Username, c.ir.Header.AuthRevision = ai.Username, ai.Revision
 			}
 			want := proto.Size(c.ir)
-			if got := raftRequestSize(id, ai, c.field, c.r); got != want {
+			if got := Size(id, ai, c.field, c.r); got != want {
 				t.Errorf("id %d, %T: size %d, want %d", id, c.r, got, want)
 			}
 		}

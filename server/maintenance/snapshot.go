@@ -1,4 +1,4 @@
-package server
+package maintenance
 
 import (
 	"crypto/sha256"
@@ -22,11 +22,11 @@ const snapshotChunk = 32 << 10
 // removed when the stream ends, or at the next start after a crash. Errors:
 // rpctypes.ErrGRPCStopped once the server is stopping, Internal for a copy
 // that fails, or the stream's own error when the client goes away.
-func (s *Server) Snapshot(_ *pb.SnapshotRequest, srv pb.Maintenance_SnapshotServer) error {
-	if err := s.RequireAdmin(srv.Context()); err != nil {
+func (s *Service) Snapshot(_ *pb.SnapshotRequest, srv pb.Maintenance_SnapshotServer) error {
+	if err := s.opts.Access.RequireAdmin(srv.Context()); err != nil {
 		return err
 	}
-	snap, err := s.j.Snapshot()
+	snap, err := s.opts.Journal.Snapshot()
 	if err != nil {
 		return journalStatus(err)
 	}
@@ -78,7 +78,7 @@ func (w *snapshotSender) flush() error {
 	}
 	w.left -= int64(len(w.buf))
 	if w.left < 0 {
-		return fmt.Errorf("server: snapshot: the archive is longer than announced")
+		return fmt.Errorf("server: snapshot: the archive is longer than announced") // as before the move: a client may see it
 	}
 	w.h.Write(w.buf)
 	if err := w.srv.Send(&pb.SnapshotResponse{RemainingBytes: uint64(w.left), Blob: w.buf, Version: StorageVersion}); err != nil {

@@ -1,4 +1,4 @@
-package server
+package maintenance
 
 import (
 	"context"
@@ -29,8 +29,8 @@ var errUnknownMethod = status.Error(codes.Unknown, "etcdserver: unknown method")
 // errors; CANCEL succeeds, there being nothing to cancel; both answer the
 // cluster version "3.7". ENABLE is refused with ErrDowngradeUnsupported
 // once its target is valid, so no job is ever started.
-func (s *Server) Downgrade(ctx context.Context, r *pb.DowngradeRequest) (*pb.DowngradeResponse, error) {
-	if err := s.RequireAdmin(ctx); err != nil {
+func (s *Service) Downgrade(ctx context.Context, r *pb.DowngradeRequest) (*pb.DowngradeResponse, error) {
+	if err := s.opts.Access.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
 	switch r.Action {
@@ -45,7 +45,7 @@ func (s *Server) Downgrade(ctx context.Context, r *pb.DowngradeRequest) (*pb.Dow
 	default:
 		return nil, errUnknownMethod
 	}
-	return &pb.DowngradeResponse{Header: s.Header(), Version: version.Cluster(clusterVersion.String())}, nil
+	return &pb.DowngradeResponse{Header: s.opts.Store.Header(), Version: version.Cluster(clusterVersion.String())}, nil
 }
 
 // validDowngradeTarget parses v as etcd does (a semantic version, or

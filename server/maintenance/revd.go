@@ -1,4 +1,4 @@
-package server
+package maintenance
 
 import (
 	"context"
@@ -10,8 +10,39 @@ import (
 	"google.golang.org/grpc/status"
 
 	"revd/journal"
+	"revd/projections/statehash"
 	maintenancev1 "revd/protos/revd/maintenance/v1"
 )
+
+// revd's own maintenance calls (protos/revd/maintenance/v1), which etcd's
+// API has no message for; the NATS front door serves them.
+
+// StateHash is the state hash of the keys alive at one revision.
+type StateHash struct {
+	// Revision hashed.
+	Revision int64
+	// Keys alive at Revision.
+	Keys int64
+	// Sum is the hash defined by package statehash.
+	Sum statehash.Sum
+}
+
+// StateHash answers revd.maintenance.hash: the state hash of the keys alive
+// at r.Revision (0: the newest), Store.StateHash, for a caller with the
+// root role, as etcd's Hash and HashKV.
+func (s *Service) StateHash(ctx context.Context, r *maintenancev1.HashRequest) (*maintenancev1.HashResponse, error) {
+	if err := s.opts.Access.RequireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	h, err := s.opts.Store.StateHash(ctx, r.Revision)
+	if err != nil {
+		return nil, err
+	}
+	return &maintenancev1.HashResponse{
+		Revision: h.Revision, Hash: h.Sum[:], Keys: h.Keys, CompactRevision: s.opts.Store.CompactRevision(),
+		ClusterId: s.opts.ClusterID, MemberId: s.opts.MemberID,
+	}, nil
+}
 
 // Checkpoint answers revd.maintenance.checkpoint: it writes a consistent
 // copy of the data directory into r.Dir (journal.Journal.Checkpoint) while
@@ -28,8 +59,8 @@ import (
 // Errors (gRPC statuses): InvalidArgument for an empty or relative path,
 // AlreadyExists when it exists, Unavailable once the server is stopping,
 // Internal for a failed write or a copy that cannot be read back.
-func (s *Server) Checkpoint(ctx context.Context, r *maintenancev1.CheckpointRequest) (*maintenancev1.CheckpointResponse, error) {
-	if err := s.RequireAdmin(ctx); err != nil {
+func (s *Service) Checkpoint(ctx context.Context, r *maintenancev1.CheckpointRequest) (*maintenancev1.CheckpointResponse, error) {
+	if err := s.opts.Access.RequireAdmin(ctx); err != nil {
 		return nil, err // a copy of everything: the root role, as Snapshot
 	}
 	switch {
@@ -38,7 +69,7 @@ func (s *Server) Checkpoint(ctx context.Context, r *maintenancev1.CheckpointRequ
 	case !filepath.IsAbs(r.Dir):
 		return nil, status.Errorf(codes.InvalidArgument, "revd: checkpoint: %q is not an absolute path", r.Dir)
 	}
-	if err := s.j.Checkpoint(r.Dir); err != nil {
+	if err := s.opts.Journal.Checkpoint(r.Dir); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil, status.Errorf(codes.AlreadyExists, "revd: checkpoint: %s already exists", r.Dir)
 		}

@@ -1,4 +1,4 @@
-package server
+package authgate_test
 
 import (
 	"context"
@@ -11,14 +11,18 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/metadata"
 
-	"revd/actors/sequencer"
 	"revd/internal/testutil/authtest"
-	"revd/journal"
+	"revd/server"
+	"revd/server/authgate"
 )
 
-func openAuthT(t *testing.T, dir string) *Server {
+// The tests of authentication through the server that composes the gate:
+// the store survives a restart, its changes are checked before the writes
+// that follow them, and a change that fails to journal stops the server.
+
+func openAuthT(t *testing.T, dir string) *server.Server {
 	t.Helper()
-	s, err := New(Options{DataDir: dir, BcryptCost: 4})
+	s, err := server.New(server.Options{DataDir: dir, BcryptCost: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,9 +33,9 @@ func withToken(token string) context.Context {
 	return metadata.NewIncomingContext(context.Background(), metadata.Pairs(rpctypes.TokenFieldNameGRPC, token))
 }
 
-func login(t *testing.T, s *Server, user, password string) context.Context {
+func login(t *testing.T, s *server.Server, user, password string) context.Context {
 	t.Helper()
-	resp, err := s.Authenticate(context.Background(), &pb.AuthenticateRequest{Name: user, Password: password})
+	resp, err := s.Auth().Authenticate(context.Background(), &pb.AuthenticateRequest{Name: user, Password: password})
 	if err != nil {
 		t.Fatalf("authenticate %s: %v", user, err)
 	}
@@ -48,9 +52,9 @@ func okFor(t *testing.T) func(any, error) {
 	}
 }
 
-func authStatus(t *testing.T, s *Server, ctx context.Context) *pb.AuthStatusResponse {
+func authStatus(t *testing.T, s *server.Server, ctx context.Context) *pb.AuthStatusResponse {
 	t.Helper()
-	st, err := s.AuthStatus(ctx, &pb.AuthStatusRequest{})
+	st, err := s.Auth().AuthStatus(ctx, &pb.AuthStatusRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,9 +63,9 @@ func authStatus(t *testing.T, s *Server, ctx context.Context) *pb.AuthStatusResp
 
 // setupAuth adds root and alice (who may read and write "a/"), and turns
 // authentication on.
-func setupAuth(t *testing.T, s *Server) {
+func setupAuth(t *testing.T, s *server.Server) {
 	t.Helper()
-	if err := authtest.Setup(context.Background(), s); err != nil {
+	if err := authtest.Setup(context.Background(), s.Auth()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -101,7 +105,7 @@ func TestAuthRestart(t *testing.T) {
 		t.Fatalf("alice's put outside her range: %v", err)
 	}
 	root := login(t, s, "root", "rootpw")
-	r, err := s.RoleGet(root, &pb.AuthRoleGetRequest{Role: "a"})
+	r, err := s.Auth().RoleGet(root, &pb.AuthRoleGetRequest{Role: "a"})
 	if err != nil || len(r.Perm) != 1 || string(r.Perm[0].Key) != "a/" {
 		t.Fatalf("role a after the restart: %v", r)
 	}
@@ -141,102 +145,12 @@ func TestAuthChangeBeforeChecks(t *testing.T) {
 			}
 		}()
 	}
-	must(s.RoleRevokePermission(root, &pb.AuthRoleRevokePermissionRequest{Role: "a", Key: []byte("a/"), RangeEnd: []byte("a0")}))
+	must(s.Auth().RoleRevokePermission(root, &pb.AuthRoleRevokePermissionRequest{Role: "a", Key: []byte("a/"), RangeEnd: []byte("a0")}))
 	revoked.Done()
 	for range 4 {
 		if err := <-done; err != nil {
 			t.Fatalf("a put that started after the revoke: %v", err)
 		}
-	}
-}
-
-// TestWriteRecheckedWhenDecided: the check the sequencer makes when a
-// write's turn comes (authGate.admitAs), as etcd's appliers make it: a
-// write checked before the auth store changed is refused with "revision of
-// auth store is old" (a fresh request is checked again and passes); one
-// that arrived with authentication off is refused with "user name is empty"
-// once authentication is on; with authentication off everything passes.
-func TestWriteRecheckedWhenDecided(t *testing.T) {
-	s := openAuthT(t, t.TempDir())
-	defer s.Close()
-	must := okFor(t)
-	noUser := s.auth.admitAs(nil)
-	if err := noUser(nil); err != nil {
-		t.Fatalf("a write with authentication off: %v", err)
-	}
-	setupAuth(t, s)
-	if err := noUser(nil); err != rpctypes.ErrGRPCUserEmpty {
-		t.Fatalf("a write that arrived with authentication off, decided with it on: %v, want %v", err, rpctypes.ErrGRPCUserEmpty)
-	}
-	alice := login(t, s, "alice", "alicepw")
-	root := login(t, s, "root", "rootpw")
-	checkedAt := func() func(sequencer.LeaseKeys) error {
-		ai, err := s.caller(alice)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s.auth.admitAs(ai)
-	}
-	before := checkedAt()
-	if err := before(nil); err != nil {
-		t.Fatalf("a write decided with the store unchanged: %v", err)
-	}
-	must(s.RoleRevokePermission(root, &pb.AuthRoleRevokePermissionRequest{Role: "a", Key: []byte("a/"), RangeEnd: []byte("a0")}))
-	if err := before(nil); err != rpctypes.ErrGRPCAuthOldRevision {
-		t.Fatalf("a write checked before a revoke, decided after it: %v, want %v", err, rpctypes.ErrGRPCAuthOldRevision)
-	}
-	if err := checkedAt()(nil); err != nil {
-		t.Fatalf("a write checked after the revoke: %v", err)
-	}
-	must(s.AuthDisable(root, &pb.AuthDisableRequest{}))
-	if err := before(nil); err != nil {
-		t.Fatalf("decided with authentication off: %v", err)
-	}
-	if err := noUser(nil); err != nil {
-		t.Fatalf("no user, decided with authentication off: %v", err)
-	}
-}
-
-// TestLeaseKeysRecheckedWhenDecided: a put on a lease is checked again when
-// its turn comes if the lease's keys changed since it arrived, as etcd's
-// applier checks them: a key outside the caller's permissions attached to
-// the lease meanwhile (by root) refuses the put; the same keys, or keys the
-// caller may write, let it through.
-func TestLeaseKeysRecheckedWhenDecided(t *testing.T) {
-	s := openAuthT(t, t.TempDir())
-	defer s.Close()
-	setupAuth(t, s)
-	alice := login(t, s, "alice", "alicepw")
-	ai, err := s.caller(alice)
-	if err != nil {
-		t.Fatal(err)
-	}
-	put := &pb.PutRequest{Key: []byte("a/x"), Value: []byte("v"), Lease: 7}
-	admit := s.admitKV(ai, put, map[int64][][]byte{7: {[]byte("a/1")}})
-	keys := func(ks ...string) sequencer.LeaseKeys {
-		return func(id int64) [][]byte {
-			if id != 7 {
-				t.Fatalf("looked up lease %d", id)
-			}
-			var out [][]byte
-			for _, k := range ks {
-				out = append(out, []byte(k))
-			}
-			return out
-		}
-	}
-	if err := admit(keys("a/1")); err != nil {
-		t.Errorf("the lease's keys unchanged: %v", err)
-	}
-	if err := admit(keys("a/1", "a/2")); err != nil {
-		t.Errorf("a key alice may write attached meanwhile: %v", err)
-	}
-	if err := admit(keys("a/1", "b/z")); err != rpctypes.ErrGRPCPermissionDenied {
-		t.Errorf("a key alice may not write attached meanwhile: %v, want %v", err, rpctypes.ErrGRPCPermissionDenied)
-	}
-	// Without a lease nothing is looked up.
-	if err := s.admitKV(ai, &pb.PutRequest{Key: []byte("a/x")}, nil)(nil); err != nil {
-		t.Errorf("a put without a lease: %v", err)
 	}
 }
 
@@ -250,8 +164,8 @@ func TestAuthCommitFailure(t *testing.T) {
 	setupAuth(t, s)
 	alice := login(t, s, "alice", "alicepw")
 	root := login(t, s, "root", "rootpw")
-	s.auth.be.commit = func([]journal.AuthChange) error { return errors.New("disk on fire") }
-	if _, err := s.RoleGrantPermission(root, &pb.AuthRoleGrantPermissionRequest{Name: "a",
+	authgate.FailCommits(s.Auth(), errors.New("disk on fire"))
+	if _, err := s.Auth().RoleGrantPermission(root, &pb.AuthRoleGrantPermissionRequest{Name: "a",
 		Perm: &authpb.Permission{PermType: authpb.READ, Key: []byte("b")}}); err != rpctypes.ErrGRPCCorrupt {
 		t.Fatalf("a grant that failed to journal: %v", err)
 	}
@@ -265,15 +179,15 @@ func TestAuthCommitFailure(t *testing.T) {
 			return err
 		},
 		"authenticate": func() error {
-			_, err := s.Authenticate(context.Background(), &pb.AuthenticateRequest{Name: "alice", Password: "alicepw"})
+			_, err := s.Auth().Authenticate(context.Background(), &pb.AuthenticateRequest{Name: "alice", Password: "alicepw"})
 			return err
 		},
 		"role get": func() error {
-			_, err := s.RoleGet(root, &pb.AuthRoleGetRequest{Role: "a"})
+			_, err := s.Auth().RoleGet(root, &pb.AuthRoleGetRequest{Role: "a"})
 			return err
 		},
 		"auth disable": func() error {
-			_, err := s.AuthDisable(root, &pb.AuthDisableRequest{})
+			_, err := s.Auth().AuthDisable(root, &pb.AuthDisableRequest{})
 			return err
 		},
 	} {

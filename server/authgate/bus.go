@@ -1,19 +1,20 @@
-package server
+package authgate
 
 import (
 	"go.etcd.io/etcd/server/v3/auth"
 	"google.golang.org/protobuf/proto"
 )
 
-// What the NATS front door's bus authentication (natsapi's etcd users on
-// the embedded server, revd --nats-auth=etcd) asks of the auth store.
+// What the NATS bus's etcd users (bus.BusUsers: clients of the embedded
+// NATS server log in as etcd's users, revd --nats-auth=etcd) ask of the
+// auth store.
 
 // CheckUser checks a user's password as Authenticate does, without
 // issuing a token, and reports whether the user has the root role.
-func (s *Server) CheckUser(name, password string) (root bool, err error) {
-	g := s.auth
-	if g.mode.Load() == authBroken {
-		return false, errAuthBroken
+func (s *Service) CheckUser(name, password string) (root bool, err error) {
+	g := s.g
+	if g.mode.Load() == modeBroken {
+		return false, errBroken
 	}
 	rev, err := g.store.CheckPassword(name, password)
 	if err != nil {
@@ -27,8 +28,8 @@ func (s *Server) CheckUser(name, password string) (root bool, err error) {
 // UserRecord is a fingerprint of a user's record (its password hash and
 // roles), false if there is no such user: it changes when the user's
 // password or roles do.
-func (s *Server) UserRecord(name string) (string, bool) {
-	u := s.auth.be.GetUser(name)
+func (s *Service) UserRecord(name string) (string, bool) {
+	u := s.g.be.GetUser(name)
 	if u == nil {
 		return "", false
 	}

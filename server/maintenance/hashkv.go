@@ -1,4 +1,4 @@
-package server
+package maintenance
 
 import (
 	"context"
@@ -31,12 +31,12 @@ type compactionHashes struct {
 }
 
 // HashKV answers Maintenance.HashKV for a caller with the root role.
-func (s *Server) HashKV(ctx context.Context, r *pb.HashKVRequest) (*pb.HashKVResponse, error) {
-	if err := s.RequireAdmin(ctx); err != nil {
+func (s *Service) HashKV(ctx context.Context, r *pb.HashKVRequest) (*pb.HashKVResponse, error) {
+	if err := s.opts.Access.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
 	for {
-		compactRev, current := s.compactRev.Load(), s.committed.Load()
+		compactRev, current := s.opts.Store.CompactRevision(), s.opts.Store.Revision()
 		// A compaction's hash first: etcd answers it even once the
 		// revision is compacted.
 		if res, ok := s.storedHash(r.Revision); ok {
@@ -52,7 +52,7 @@ func (s *Server) HashKV(ctx context.Context, r *pb.HashKVRequest) (*pb.HashKVRes
 		if rev == 0 {
 			rev = current
 		}
-		v, err := s.j.View()
+		v, err := s.opts.Journal.View()
 		if err != nil {
 			return nil, journalStatus(err)
 		}
@@ -69,16 +69,19 @@ func (s *Server) HashKV(ctx context.Context, r *pb.HashKVRequest) (*pb.HashKVRes
 	}
 }
 
-func (s *Server) hashKVResponse(res hashkv.Result, current int64) *pb.HashKVResponse {
-	h := &pb.ResponseHeader{Revision: current}
-	s.fill(h)
+// hashKVResponse answers res with a header at current, the committed
+// revision when HashKV began.
+func (s *Service) hashKVResponse(res hashkv.Result, current int64) *pb.HashKVResponse {
+	h := s.opts.Store.Header()
+	h.Revision = current
 	return &pb.HashKVResponse{Header: h, Hash: res.Hash, CompactRevision: res.CompactRevision, HashRevision: res.Revision}
 }
 
-// compactionHash computes and keeps the hash of the compaction at rev, prev
-// being the one before it; the compactor calls it before it folds.
-func (s *Server) compactionHash(prev, rev int64) {
-	v, err := s.j.View()
+// CompactionHash computes and keeps the hash of the compaction at rev,
+// prev being the one before it, for HashKV: the server's compactor calls it
+// before it folds the history below rev away.
+func (s *Service) CompactionHash(prev, rev int64) {
+	v, err := s.opts.Journal.View()
 	if err != nil {
 		s.log.Warn("no hash for the compaction", "compact_revision", rev, "err", err)
 		return
@@ -100,7 +103,7 @@ func (s *Server) compactionHash(prev, rev int64) {
 	}
 }
 
-func (s *Server) storedHash(rev int64) (hashkv.Result, bool) {
+func (s *Service) storedHash(rev int64) (hashkv.Result, bool) {
 	c := &s.hashes
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -133,4 +136,14 @@ func hashHistory(v *journal.View) hashkv.History {
 			}
 		},
 	}
+}
+
+// Hash is etcd's hash of its whole bbolt database (every bucket: members,
+// leases, auth...), which revd, whose journal is not bbolt, has no
+// equivalent of: a root caller gets Unimplemented.
+func (s *Service) Hash(ctx context.Context, r *pb.HashRequest) (*pb.HashResponse, error) {
+	if err := s.opts.Access.RequireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	return s.UnimplementedMaintenanceServer.Hash(ctx, r)
 }

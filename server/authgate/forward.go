@@ -1,4 +1,4 @@
-package server
+package authgate
 
 import (
 	"context"
@@ -42,9 +42,9 @@ func newForwardSecret() string {
 // its name: when authentication is on, the call carries no token (a token
 // is passed on as it is) and its client certificate names a user, as
 // etcd's --client-cert-auth reads certificates.
-func (s *Server) ForwardCertCaller(ctx context.Context) context.Context {
-	g := s.auth
-	if g.mode.Load() != authOn || !g.cn {
+func (s *Service) ForwardCertCaller(ctx context.Context) context.Context {
+	g := s.g
+	if g.mode.Load() != modeOn || !g.opts.ClientCertAuth {
 		return ctx
 	}
 	if md, ok := metadata.FromIncomingContext(ctx); ok &&
@@ -63,7 +63,7 @@ func (s *Server) ForwardCertCaller(ctx context.Context) context.Context {
 
 // forwarded is the caller passed on in ctx's metadata with the secret, or
 // nil.
-func (g *authGate) forwarded(ctx context.Context) *auth.AuthInfo {
+func (g *Gate) forwarded(ctx context.Context) *auth.AuthInfo {
 	md, ok := metadata.FromIncomingContext(ctx)
 	if !ok {
 		return nil

@@ -1,4 +1,4 @@
-package server
+package authgate
 
 import (
 	"errors"
@@ -14,25 +14,29 @@ import (
 	"revd/journal"
 )
 
-// authBackend is the storage under etcd's auth store (go.etcd.io/etcd/
+// backend is the storage under etcd's auth store (go.etcd.io/etcd/
 // server/v3/auth, which revd runs as it is, so that users, roles,
 // permissions, tokens and their errors are etcd's own): the auth state in
 // memory, journaled under "a/" as the store changes it.
 //
 // The store changes its backend inside BatchTx().Lock() ... Unlock(), and
 // reads it either there or inside ReadTx().RLock() ... RUnlock(), or through
-// the Get methods. Here the changes of one Lock ... Unlock are handed to the
-// sequencer at Unlock as one sequencer.Change, which joins the next group
-// commit, and Unlock waits until it is durable, so every change the store
-// makes is durable
-// before the store call that made it returns (etcd's bbolt commits later; its
-// raft log made the request durable first). A failed commit cannot be
-// returned through the store's interface: it is kept (failed) for the
-// server to refuse the call's answer, and passed to onFail, which stops the
-// server's writes as a failed journal does.
+// the Get methods. Here the changes of one Lock ... Unlock are handed to
+// commit (Options.Commit: the server hands them to the sequencer as one
+// sequencer.Change, which joins the next group commit) at Unlock, and
+// Unlock waits until they are durable, so every change the store makes is
+// durable before the store call that made it returns (etcd's bbolt commits
+// later; its raft log made the request durable first). A failed commit
+// cannot be returned through the store's interface: it is kept (failed) for
+// the gate to refuse the call's answer, and passed to onFail
+// (Options.OnCommitFail), which stops the server's writes as a failed
+// journal does. A commit lost to a leader change (sequencer.ErrLost,
+// ErrNotLeader) left in memory what the log never gets: it is marked
+// (takeLost) for the gate to go back to the journal's state (reset). On a
+// member that did not decide them, changes come from the log (apply).
 //
 // Reads return copies: the store edits what it reads before writing it back.
-type authBackend struct {
+type backend struct {
 	commit func([]journal.AuthChange) error
 	onFail func(error)
 
@@ -50,8 +54,8 @@ type authBackend struct {
 	roles   map[string]*authpb.Role
 }
 
-func newAuthBackend(st journal.AuthState, commit func([]journal.AuthChange) error, onFail func(error)) *authBackend {
-	b := &authBackend{commit: commit, onFail: onFail, enabled: st.Enabled, rev: st.Revision,
+func newBackend(st journal.AuthState, commit func([]journal.AuthChange) error, onFail func(error)) *backend {
+	b := &backend{commit: commit, onFail: onFail, enabled: st.Enabled, rev: st.Revision,
 		users: map[string]*authpb.User{}, roles: map[string]*authpb.Role{}}
 	for _, u := range st.Users {
 		b.users[string(u.Name)] = u
@@ -63,57 +67,57 @@ func newAuthBackend(st journal.AuthState, commit func([]journal.AuthChange) erro
 }
 
 // failed returns the first commit that failed, nil if none did.
-func (b *authBackend) failed() error {
+func (b *backend) failed() error {
 	b.batchMu.Lock()
 	defer b.batchMu.Unlock()
 	return b.err
 }
 
-func (b *authBackend) CreateAuthBuckets() {}
-func (b *authBackend) ForceCommit()       {}
+func (b *backend) CreateAuthBuckets() {}
+func (b *backend) ForceCommit()       {}
 
-func (b *authBackend) ReadTx() auth.AuthReadTx   { return authReadTx{authState{b}} }
-func (b *authBackend) BatchTx() auth.AuthBatchTx { return authBatchTx{authState{b}} }
+func (b *backend) ReadTx() auth.AuthReadTx   { return readTx{backendState{b}} }
+func (b *backend) BatchTx() auth.AuthBatchTx { return batchTx{backendState{b}} }
 
-func (b *authBackend) GetUser(name string) *authpb.User {
+func (b *backend) GetUser(name string) *authpb.User {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	return authState{b}.UnsafeGetUser(name)
+	return backendState{b}.UnsafeGetUser(name)
 }
 
-func (b *authBackend) GetAllUsers() []*authpb.User {
+func (b *backend) GetAllUsers() []*authpb.User {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	return authState{b}.UnsafeGetAllUsers()
+	return backendState{b}.UnsafeGetAllUsers()
 }
 
-func (b *authBackend) GetRole(name string) *authpb.Role {
+func (b *backend) GetRole(name string) *authpb.Role {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	return authState{b}.UnsafeGetRole(name)
+	return backendState{b}.UnsafeGetRole(name)
 }
 
-func (b *authBackend) GetAllRoles() []*authpb.Role {
+func (b *backend) GetAllRoles() []*authpb.Role {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	return authState{b}.UnsafeGetAllRoles()
+	return backendState{b}.UnsafeGetAllRoles()
 }
 
-// authState reads the state; its caller holds mu for reading, or batchMu
+// backendState reads the state; its caller holds mu for reading, or batchMu
 // (whose holder is the only writer).
-type authState struct{ b *authBackend }
+type backendState struct{ b *backend }
 
-func (s authState) UnsafeReadAuthEnabled() bool    { return s.b.enabled }
-func (s authState) UnsafeReadAuthRevision() uint64 { return s.b.rev }
+func (s backendState) UnsafeReadAuthEnabled() bool    { return s.b.enabled }
+func (s backendState) UnsafeReadAuthRevision() uint64 { return s.b.rev }
 
-func (s authState) UnsafeGetUser(name string) *authpb.User {
+func (s backendState) UnsafeGetUser(name string) *authpb.User {
 	if u, ok := s.b.users[name]; ok {
 		return proto.Clone(u).(*authpb.User)
 	}
 	return nil
 }
 
-func (s authState) UnsafeGetRole(name string) *authpb.Role {
+func (s backendState) UnsafeGetRole(name string) *authpb.Role {
 	if r, ok := s.b.roles[name]; ok {
 		return proto.Clone(r).(*authpb.Role)
 	}
@@ -121,14 +125,14 @@ func (s authState) UnsafeGetRole(name string) *authpb.Role {
 }
 
 // UnsafeGetAllUsers lists every user in name order, as etcd's bucket scan.
-func (s authState) UnsafeGetAllUsers() []*authpb.User {
+func (s backendState) UnsafeGetAllUsers() []*authpb.User {
 	return sortedClones(s.b.users, func(*authpb.User) bool { return true })
 }
 
 // UnsafeGetAllRoles lists the roles in name order, as etcd's scan of the
 // bucket from "\x00" to "\xff" does: a name starting with byte 0xff is left
 // out.
-func (s authState) UnsafeGetAllRoles() []*authpb.Role {
+func (s backendState) UnsafeGetAllRoles() []*authpb.Role {
 	return sortedClones(s.b.roles, func(r *authpb.Role) bool { return len(r.Name) == 0 || r.Name[0] != 0xff })
 }
 
@@ -150,17 +154,17 @@ func sortedClones[T proto.Message](m map[string]T, keep func(T) bool) []T {
 	return out
 }
 
-type authReadTx struct{ authState }
+type readTx struct{ backendState }
 
-func (t authReadTx) RLock()   { t.b.mu.RLock() }
-func (t authReadTx) RUnlock() { t.b.mu.RUnlock() }
+func (t readTx) RLock()   { t.b.mu.RLock() }
+func (t readTx) RUnlock() { t.b.mu.RUnlock() }
 
-type authBatchTx struct{ authState }
+type batchTx struct{ backendState }
 
-func (t authBatchTx) Lock() { t.b.batchMu.Lock() }
+func (t batchTx) Lock() { t.b.batchMu.Lock() }
 
 // Unlock journals the changes made since Lock, synced.
-func (t authBatchTx) Unlock() {
+func (t batchTx) Unlock() {
 	b := t.b
 	if len(b.pending) > 0 {
 		if err := b.commit(b.pending); errors.Is(err, sequencer.ErrLost) || errors.Is(err, sequencer.ErrNotLeader) {
@@ -177,7 +181,7 @@ func (t authBatchTx) Unlock() {
 }
 
 // takeLost reports, once, that a commit was lost to a leader change.
-func (b *authBackend) takeLost() bool {
+func (b *backend) takeLost() bool {
 	b.batchMu.Lock()
 	defer b.batchMu.Unlock()
 	lost := b.lost
@@ -187,15 +191,15 @@ func (b *authBackend) takeLost() bool {
 
 // reset replaces the state with st (the journal's), dropping changes a
 // lost commit left in memory.
-func (b *authBackend) reset(st journal.AuthState) {
-	fresh := newAuthBackend(st, nil, nil)
+func (b *backend) reset(st journal.AuthState) {
+	fresh := newBackend(st, nil, nil)
 	b.mu.Lock()
 	b.enabled, b.rev, b.users, b.roles = fresh.enabled, fresh.rev, fresh.users, fresh.roles
 	b.mu.Unlock()
 }
 
 // apply makes changes another member's leader decided, as journaled.
-func (b *authBackend) apply(changes []journal.AuthChange) {
+func (b *backend) apply(changes []journal.AuthChange) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, c := range changes {
@@ -216,35 +220,35 @@ func (b *authBackend) apply(changes []journal.AuthChange) {
 	}
 }
 
-func (t authBatchTx) change(c journal.AuthChange, apply func()) {
+func (t batchTx) change(c journal.AuthChange, apply func()) {
 	t.b.mu.Lock()
 	apply()
 	t.b.mu.Unlock()
 	t.b.pending = append(t.b.pending, c)
 }
 
-func (t authBatchTx) UnsafeSaveAuthEnabled(on bool) {
+func (t batchTx) UnsafeSaveAuthEnabled(on bool) {
 	t.change(journal.AuthChange{Enabled: &on}, func() { t.b.enabled = on })
 }
 
-func (t authBatchTx) UnsafeSaveAuthRevision(rev uint64) {
+func (t batchTx) UnsafeSaveAuthRevision(rev uint64) {
 	t.change(journal.AuthChange{Revision: &rev}, func() { t.b.rev = rev })
 }
 
-func (t authBatchTx) UnsafePutUser(u *authpb.User) {
+func (t batchTx) UnsafePutUser(u *authpb.User) {
 	u = proto.Clone(u).(*authpb.User)
 	t.change(journal.AuthChange{PutUser: u}, func() { t.b.users[string(u.Name)] = u })
 }
 
-func (t authBatchTx) UnsafeDeleteUser(name string) {
+func (t batchTx) UnsafeDeleteUser(name string) {
 	t.change(journal.AuthChange{DeleteUser: name}, func() { delete(t.b.users, name) })
 }
 
-func (t authBatchTx) UnsafePutRole(r *authpb.Role) {
+func (t batchTx) UnsafePutRole(r *authpb.Role) {
 	r = proto.Clone(r).(*authpb.Role)
 	t.change(journal.AuthChange{PutRole: r}, func() { t.b.roles[string(r.Name)] = r })
 }
 
-func (t authBatchTx) UnsafeDeleteRole(name string) {
+func (t batchTx) UnsafeDeleteRole(name string) {
 	t.change(journal.AuthChange{DeleteRole: name}, func() { delete(t.b.roles, name) })
 }
