@@ -116,3 +116,10 @@ func (m memberView) isLearner() bool {
 	x := m.s.cluster.member(m.s.meta.MemberID)
 	return x != nil && x.IsLearner
 }
+
+// IsLearner reports whether this member is a learner of its cluster: it
+// serves only Status and serializable reads, as etcd's learners do.
+func (s *Server) IsLearner() bool { return memberView{s}.isLearner() }
+
+// Leader is the cluster's leader as this member knows it, 0 for none.
+func (s *Server) Leader() uint64 { return s.raft.Lead() }

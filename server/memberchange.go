@@ -91,7 +91,9 @@ func (s *Server) mayAddMember(learner bool) error {
 			return errNotEnoughStarted
 		}
 	}
-	if s.connectedSince(time.Now().Add(-healthInterval), vs) < (len(vs)+1)/2+1 {
+	// A lone member may add one; otherwise a quorum of the new voters must
+	// be connected.
+	if len(vs) > 1 && s.connectedSince(time.Now().Add(-healthInterval), vs) < (len(vs)+1)/2+1 {
 		return rpctypes.ErrGRPCUnhealthy
 	}
 	return nil

@@ -145,8 +145,8 @@ func New(srv *server.Server, opts Options) *grpc.Server {
 		grpc.NumStreamWorkers(streamWorkers),
 		grpc.InTapHandle(g.tap),
 		// Counted first, as etcd's interceptors count every call.
-		grpc.ChainUnaryInterceptor(opts.Stats.UnaryInterceptor(), g.unary),
-		grpc.ChainStreamInterceptor(opts.Stats.StreamInterceptor(), g.stream),
+		grpc.ChainUnaryInterceptor(opts.Stats.UnaryInterceptor(), memberGate{srv}.unary, g.unary),
+		grpc.ChainStreamInterceptor(opts.Stats.StreamInterceptor(), memberGate{srv}.stream, g.stream),
 	}
 	if opts.KeepaliveMinTime > 0 {
 		gopts = append(gopts, grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.KeepaliveMinTime, PermitWithoutStream: false}))

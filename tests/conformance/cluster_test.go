@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	"revd/tests/testutil"
@@ -71,17 +70,29 @@ func TestCluster(t *testing.T) {
 	h.Do("defragment", &pb.DefragmentRequest{})
 	h.DoEach("remove this member", &pb.MemberRemoveRequest{ID: refID}, &pb.MemberRemoveRequest{ID: tgtID})
 
-	// What etcd carries out and revd cannot: refused, nothing changed.
-	for label, req := range map[string]proto.Message{
-		"add a member":              &pb.MemberAddRequest{PeerURLs: []string{"http://127.0.0.1:2390"}},
-		"add a learner":             &pb.MemberAddRequest{PeerURLs: []string{"http://127.0.0.1:2390"}, IsLearner: true},
-		"update this member's URLs": &pb.MemberUpdateRequest{ID: tgtID, PeerURLs: []string{"http://127.0.0.1:2390"}},
-	} {
-		a := h.Target.Call(req)
-		if a.Code() != codes.Unimplemented || a.Message() != "revd: the cluster is this one member and its membership cannot change (revd has no peers)" {
-			t.Errorf("%s: revd answered %s, want Unimplemented with revd's message", label, a)
+	// A learner added (a voter would take the lone member's quorum away
+	// until it started), listed, and removed again; the new member's id
+	// is each server's own (computed from the time).
+	learners := map[*Server]uint64{}
+	for _, s := range []*Server{h.Ref, h.Target} {
+		a := s.Call(&pb.MemberAddRequest{PeerURLs: []string{"http://127.0.0.1:2391"}, IsLearner: true})
+		if a.Err != nil {
+			t.Fatalf("%s: add a learner: %v", s.Name, a.Err)
+		}
+		r := a.Resp.(*pb.MemberAddResponse)
+		if !r.Member.IsLearner || len(r.Members) != 2 || r.Member.ID == 0 || r.Member.Name != "" ||
+			len(r.Member.PeerURLs) != 1 || r.Member.PeerURLs[0] != "http://127.0.0.1:2391" {
+			t.Fatalf("%s: add a learner answered %s", s.Name, text(r))
+		}
+		learners[s] = r.Member.ID
+	}
+	h.Do("add the same peer URL again", &pb.MemberAddRequest{PeerURLs: []string{"http://127.0.0.1:2391"}, IsLearner: true})
+	h.DoEach("promote the learner that never started", &pb.MemberPromoteRequest{ID: learners[h.Ref]}, &pb.MemberPromoteRequest{ID: learners[h.Target]})
+	for _, s := range []*Server{h.Ref, h.Target} {
+		if a := s.Call(&pb.MemberRemoveRequest{ID: learners[s]}); a.Err != nil {
+			t.Fatalf("%s: remove the learner: %v", s.Name, a.Err)
 		}
 	}
-	list("after the refused changes")
+	list("after the changes")
 	h.Do("read after it all", &pb.RangeRequest{Key: []byte("k")})
 }

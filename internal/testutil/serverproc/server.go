@@ -392,8 +392,9 @@ func (s *Server) waitReady(ctx context.Context) error {
 		// WaitForReady: the call waits for the connection instead of
 		// failing while the server is not listening yet.
 		_, last = kv.Range(ctx, &pb.RangeRequest{Key: []byte("health")}, grpc.WaitForReady(true))
-		if authRefused(last) {
-			// Authentication is on: the server answered, from its store.
+		if authRefused(last) || learnerRefused(last) {
+			// Authentication is on, or the member is a learner: the
+			// server answered.
 			return nil
 		}
 		if last == nil && s.Kind == KindEtcd {
@@ -510,6 +511,11 @@ func sameMinor(a, b string) bool {
 
 // authRefused reports whether err is etcd's refusal of a request without a
 // token (or without the permission), which only a serving server answers.
+// learnerRefused reports a learner's refusal of a linearizable read.
+func learnerRefused(err error) bool {
+	return err != nil && status.Convert(err).Message() == status.Convert(rpctypes.ErrGRPCNotSupportedForLearner).Message()
+}
+
 func authRefused(err error) bool {
 	return err != nil && (status.Convert(err).Message() == status.Convert(rpctypes.ErrGRPCUserEmpty).Message() ||
 		status.Code(err) == codes.PermissionDenied)
