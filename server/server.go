@@ -81,6 +81,7 @@ type Server struct {
 
 	closing   chan struct{} // closed when Close begins
 	closeOnce sync.Once
+	ready     chan struct{} // closed once this member published its attributes (see Ready)
 }
 
 // New opens (or creates) the data directory, restores the state from the
@@ -110,7 +111,7 @@ func New(opts Options) (*Server, error) {
 	}
 	meta := j.Meta()
 	s := &Server{opts: opts, log: opts.Logger, j: j, meta: meta, started: time.Now(), splits: splits, set: shard.NewSet(splits),
-		limit: reqsize.Limit{MemberID: meta.MemberID, MaxBytes: opts.MaxRequestBytes}, closing: make(chan struct{}), joined: id}
+		limit: reqsize.Limit{MemberID: meta.MemberID, MaxBytes: opts.MaxRequestBytes}, closing: make(chan struct{}), ready: make(chan struct{}), joined: id}
 	s.reads = reader{set: s.set, j: j, committed: &s.committed, compactRev: &s.compactRev}
 	s.lead.init()
 	s.props = newProposals(s)
@@ -262,6 +263,12 @@ func (s *Server) journalChange(c *sequencer.Change) error {
 		return sequencer.ErrStopped
 	}
 }
+
+// Ready is closed once this member has published its name and client URLs
+// through the log and applied them, as etcd's ReadyNotify: etcd serves its
+// clients only from then on, and so does cmd/revd. A member that cannot
+// reach a quorum is never ready. Until it is, the member serves its peers.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
 
 // MemberID is this member's id; ClusterID the cluster's.
 func (s *Server) MemberID() uint64  { return s.meta.MemberID }
