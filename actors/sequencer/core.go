@@ -193,7 +193,9 @@ func (c *Core) Expire(id int64, seq uint64) Outcome {
 
 // Follow applies a batch another member's sequencer decided (a follower
 // applying the log), so that this core's state stays the applied state and
-// is ready to decide if this member comes to lead. The batch's first
+// is ready to decide if this member comes to lead. It sets the events'
+// PrevKv, which the log does not carry, as the deciding core did: a
+// watcher's prev_kv is the same on every member. The batch's first
 // revision must follow the core's; a gap or an overlap is an error, and
 // the core is then unchanged.
 func (c *Core) Follow(b *Batch) error {
@@ -206,6 +208,7 @@ func (c *Core) Follow(b *Batch) error {
 			c.leases.ApplyChange(changes[0])
 			changes = changes[1:]
 		}
+		fillPrev(c.st, r.Events)
 		c.st.Apply(r.Revision, r.Events)
 		c.leases.Apply(r.Events)
 	}
@@ -221,3 +224,15 @@ func (c *Core) Follow(b *Batch) error {
 // Lead prepares the core to decide as the leader of term: its lease grants
 // are numbered above term << 32 (see lease.Index.RaiseSeq).
 func (c *Core) Lead(term uint64) { c.leases.RaiseSeq(term << 32) }
+
+// fillPrev sets the PrevKv of one revision's events from st before the
+// revision is applied: the key's pair at the revision before, nil for a
+// creation. A key appears once in a revision's events (etcd refuses a Txn
+// that writes a key twice).
+func fillPrev(st *mvcc.Store, events []*mvccpb.Event) {
+	for _, ev := range events {
+		if ev.PrevKv == nil {
+			ev.PrevKv = st.Get(ev.Kv.Key)
+		}
+	}
+}

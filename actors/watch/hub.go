@@ -306,7 +306,8 @@ func (h *Hub) fillGap(to int64) bool {
 // deliverLive sends one revision's events to the synced watchers they match:
 // one response per watcher, the events in operation order. Events from the
 // feed carry prev_kv; those read back from the journal (fromJournal) do not,
-// and it is looked up for the watchers that want it.
+// and it is looked up for the watchers that want it, as for a feed event
+// that lacks it.
 func (h *Hub) deliverLive(rec *journal.Record, fromJournal bool) {
 	if h.synced.len() == 0 {
 		return
@@ -326,7 +327,9 @@ func (h *Hub) deliverLive(rec *journal.Record, fromJournal bool) {
 				order = append(order, w)
 			}
 			switch {
-			case fromJournal:
+			case fromJournal || (w.prevKV && ev.PrevKv == nil):
+				// A member's feed carries prev_kv, but one that lost its
+				// leadership may not have known it (see sequencer.Follow).
 				w.scratch = append(w.scratch, h.withPrev(w, ev, rec.Revision))
 			case w.prevKV || ev.PrevKv == nil:
 				w.scratch = append(w.scratch, ev)

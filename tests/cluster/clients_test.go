@@ -425,3 +425,87 @@ func TestEtcdctlCluster(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchSameOnEveryMember: a watch with prev_kv gets the same events on
+// every member, prev_kv included (the log does not carry it: a follower
+// sets it as it applies), for writes made through the leader and through
+// a follower.
+func TestWatchSameOnEveryMember(t *testing.T) {
+	c := testutil.StartCluster(t, testutil.KindRevd, testutil.ClusterOptions{})
+	lead := c.Leader()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	type watchEvent struct {
+		rev           int64
+		typ           mvccpb.Event_EventType
+		key, val, prv string
+	}
+	seen := make([][]watchEvent, len(c.Members))
+	var wg sync.WaitGroup
+	var chans []clientv3.WatchChan
+	for i := range c.Members {
+		chans = append(chans, c.Client(i).Watch(ctx, "p/", clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithCreatedNotify()))
+		<-chans[i] // created
+	}
+	cli := []*clientv3.Client{c.Client(lead), c.Client((lead + 1) % len(c.Members))}
+	var end int64
+	for i := range 40 {
+		via := cli[i%2]
+		key := fmt.Sprintf("p/%d", i%5)
+		var rev int64
+		switch i % 7 {
+		case 3:
+			r, err := via.Delete(ctx, "p/", clientv3.WithPrefix())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rev = r.Header.Revision
+		case 5:
+			r, err := via.Txn(ctx).Then(clientv3.OpPut(key, "t"), clientv3.OpPut("p/x", fmt.Sprint(i))).Commit()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rev = r.Header.Revision
+		default:
+			r, err := via.Put(ctx, key, fmt.Sprint(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rev = r.Header.Revision
+		}
+		end = max(end, rev)
+	}
+	for i, ch := range chans {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for resp := range ch {
+				for _, ev := range resp.Events {
+					we := watchEvent{rev: ev.Kv.ModRevision, typ: ev.Type, key: string(ev.Kv.Key), val: string(ev.Kv.Value)}
+					if ev.PrevKv != nil {
+						we.prv = fmt.Sprintf("%s=%s@%d", ev.PrevKv.Key, ev.PrevKv.Value, ev.PrevKv.ModRevision)
+					}
+					seen[i] = append(seen[i], we)
+				}
+				if resp.Header.Revision >= end && len(seen[i]) > 0 && seen[i][len(seen[i])-1].rev >= end {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	withPrev := 0
+	for _, ev := range seen[lead] {
+		if ev.prv != "" {
+			withPrev++
+		}
+	}
+	if withPrev < 20 {
+		t.Fatalf("the leader's watch had prev_kv on %d events: %v", withPrev, seen[lead])
+	}
+	for i := range c.Members {
+		if fmt.Sprint(seen[i]) != fmt.Sprint(seen[lead]) {
+			t.Errorf("member %s's watch saw\n%v\nthe leader's\n%v", c.Names[i], seen[i], seen[lead])
+		}
+	}
+}
