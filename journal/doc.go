@@ -6,16 +6,22 @@
 // snapshot (Base, the state as of BaseRev), then the records after it
 // (Records(BaseRev()+1, 0)).
 //
-// # Writing: group commit
+// # Writing: group commit, through raft's log
 //
-// There is a single writer of the journal's history, the sequencer. It
+// The journal's history has a single source, the leader's sequencer. It
 // collects the commands waiting in its mailbox, assigns each a revision,
-// appends one record per revision to a Batch, together with everything else
-// decided meanwhile (lease grants and removals: PutLease, DeleteLease; the
-// compact revision: SetCompactRev; the auth store's changes: ChangeAuth; the
-// raised alarms: SetAlarms), and commits the batch with Commit: one Pebble
-// commit, synced. Everything in the batch becomes durable with one fsync;
-// only then may the sequencer reply and publish. The journal starts no
+// and decides one batch: one record per revision, together with everything
+// else decided meanwhile (lease grants and removals: PutLease, DeleteLease;
+// the compact revision: SetCompactRev; the auth store's changes:
+// ChangeAuth; the raised alarms: SetAlarms). The batch becomes one raft log
+// entry; raft's write-ahead log (one fsync for the whole batch, on a quorum
+// of members) is what makes it durable. Every member then applies the
+// committed entry to its own journal with CommitApplied (server/apply.go,
+// on raft's apply goroutine): one Pebble commit, not synced, holding the
+// batch and the raft index it applies (SetApplied). After a crash the
+// entries after that index are applied again from raft's log; Sync makes
+// the journal durable before raft's log is trimmed (a raft snapshot). Only
+// after the apply may a member reply and publish. The journal starts no
 // goroutines of its own.
 //
 // Commit refuses a batch whose first revision is not above the last
@@ -23,7 +29,8 @@
 //
 // Three other writes never add or change a fact, and are not the
 // sequencer's: Open bumps m/term (one synced write, before anything else
-// runs); Fold rewrites records the sequencer already declared compacted
+// runs; clients see raft's term, and m/term only counts the journal's
+// openings, shown by revctl journal stats); Fold rewrites records the sequencer already declared compacted
 // into the base snapshot (below); Defragment asks Pebble to rewrite its
 // files. At start-up, before the sequencer runs, the server may also
 // commit one batch of its own: the first auth revision etcd's auth store

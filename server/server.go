@@ -193,8 +193,8 @@ func New(opts Options) (*Server, error) {
 }
 
 // advance moves the committed revision and compaction by a durable batch,
-// and the counters (the first fanout subscriber): it runs on the writer
-// goroutine after the fsync and before any command of the batch is
+// and the counters (the first fanout subscriber): it runs on raft's apply
+// goroutine once the batch is applied, before any command of the batch is
 // answered, so the batch's revisions are readable before anything else
 // hears of them.
 func (s *Server) advance(b *sequencer.Batch) {

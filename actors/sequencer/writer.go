@@ -34,15 +34,17 @@ func (b *Batch) Empty() bool {
 	return len(b.Records) == 0 && !b.Compact && len(b.Leases) == 0 && len(b.Auth) == 0 && !b.SetAlarms
 }
 
-// Log is the durable journal the writer appends to. Append must not return
-// before the batch is synced to stable storage.
+// Log is the durable log the writer appends to. Append must not return
+// before the batch is durable (in revd, on a quorum of raft logs) and
+// applied.
 type Log interface {
 	Append(b *Batch) error
 }
 
 // writer is the group-commit loop: it takes every decided command queued,
-// writes their records as one batch with one fsync, tells the listener, and
-// only then answers each command.
+// appends their records to the Log as one batch (in revd, one raft entry:
+// one fsync of raft's log per member), tells the listener, and only then
+// answers each command.
 type writer struct {
 	q        *commitQueue
 	log      Log
