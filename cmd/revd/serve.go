@@ -354,7 +354,7 @@ func connectNATS(cfg *config, log *slog.Logger, busUsers *bus.BusUsers) (feedNC,
 // natsMember is this member's name on a NATS cluster the members' embedded
 // servers form, "" without one.
 func natsMember(cfg *config) string {
-	if cfg.natsCluster == "" {
+	if cfg.natsCluster == "" && !cfg.natsShared {
 		return ""
 	}
 	return cfg.name

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -179,6 +180,85 @@ func TestWatchFailover(t *testing.T) {
 	checkEvents(t, "clientv3 watch", seen, want, w.ackedSince(from))
 }
 
+// natsRun is a NATS client's work against a cluster: puts through one
+// client, and a watch of what they write.
+type natsRun struct {
+	cli   *natsclient.Client
+	from  int64
+	seen  *eventLog
+	acked map[string]int64
+	n     int
+	stop  func()
+	done  chan struct{}
+}
+
+func startNATSRun(t *testing.T, cli *natsclient.Client) *natsRun {
+	t.Helper()
+	ctx := context.Background()
+	first, err := cli.Put(ctx, &pb.PutRequest{Key: []byte("n/first"), Value: []byte("v")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &natsRun{cli: cli, from: first.Header.Revision + 1, seen: &eventLog{}, acked: map[string]int64{}, done: make(chan struct{})}
+	wctx, stop := context.WithCancel(ctx)
+	r.stop = stop
+	t.Cleanup(stop)
+	watch, err := cli.Watch(wctx, &pb.WatchCreateRequest{Key: []byte("n/"), RangeEnd: []byte("n0"), StartRevision: r.from},
+		natsclient.WatchOptions{KeepAlive: time.Second, Retry: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(r.done)
+		for resp := range watch.C {
+			if resp.Canceled {
+				r.seen.fail("watch canceled: %s", resp.CancelReason)
+			}
+			r.seen.add(resp.Events)
+		}
+	}()
+	return r
+}
+
+// puts makes n acknowledged puts, retrying failed ones (a call under way
+// when a member dies may fail); more than 20 failures fail the test.
+func (r *natsRun) puts(t *testing.T, n int, during string) {
+	t.Helper()
+	var failed []string
+	for ok := 0; ok < n; r.n++ {
+		key := fmt.Sprintf("n/%06d", r.n)
+		resp, err := r.cli.Put(context.Background(), &pb.PutRequest{Key: []byte(key), Value: []byte(key)})
+		if err != nil {
+			failed = append(failed, err.Error())
+			if len(failed) > 20 {
+				t.Fatalf("puts over NATS keep failing %s: %v", during, failed)
+			}
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		r.acked[key] = resp.Header.Revision
+		ok++
+	}
+	if len(failed) > 0 {
+		t.Logf("%d calls failed %s: %v", len(failed), during, failed)
+	}
+}
+
+// check: the watch saw every revision of the history once, in order, and
+// every acknowledged put.
+func (r *natsRun) check(t *testing.T, history *clientv3.Client) {
+	t.Helper()
+	last := int64(0)
+	for _, rev := range r.acked {
+		last = max(last, rev)
+	}
+	r.seen.waitSeen(t, last)
+	r.stop()
+	<-r.done
+	want := watchHistory(t, history, "n/", r.from, last)
+	checkEvents(t, "NATS watch", r.seen, want, r.acked)
+}
+
 // TestNATSFailover: the members' NATS servers form one NATS cluster, so a
 // NATS client connected to one member keeps working when that member dies
 // (nats.go reconnects to another member's URL): its calls are answered,
@@ -196,52 +276,11 @@ func TestNATSFailover(t *testing.T) {
 	}
 	defer nc.Close()
 	cli := natsclient.New(nc, natsclient.Options{Timeout: 15 * time.Second})
-	ctx := context.Background()
-
-	// The service answers on every member's NATS server, from any.
-	first, err := cli.Put(ctx, &pb.PutRequest{Key: []byte("n/first"), Value: []byte("v")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	from := first.Header.Revision + 1
-	seen := &eventLog{}
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	watch, err := cli.Watch(wctx, &pb.WatchCreateRequest{Key: []byte("n/"), RangeEnd: []byte("n0"), StartRevision: from},
-		natsclient.WatchOptions{KeepAlive: time.Second, Retry: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for resp := range watch.C {
-			if resp.Canceled {
-				seen.fail("watch canceled: %s", resp.CancelReason)
-			}
-			seen.add(resp.Events)
-		}
-	}()
-
-	// One writer over NATS; acked records what was acknowledged.
-	acked := map[string]int64{}
-	put := func(i int) error {
-		key := fmt.Sprintf("n/%06d", i)
-		resp, err := cli.Put(ctx, &pb.PutRequest{Key: []byte(key), Value: []byte(key)})
-		if err == nil {
-			acked[key] = resp.Header.Revision
-		}
-		return err
-	}
-	i := 0
-	for ; i < 50; i++ {
-		if err := put(i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r := startNATSRun(t, cli)
+	r.puts(t, 50, "before any failure")
 	// Kill the member the client is connected to (whichever it is, the
 	// leader or not), and keep writing through the same client.
-	var dead int = -1
+	dead := -1
 	for j, m := range c.Members {
 		if nc.ConnectedUrl() == m.NATSURL {
 			dead = j
@@ -251,39 +290,59 @@ func TestNATSFailover(t *testing.T) {
 		t.Fatalf("connected to %s, not to a member", nc.ConnectedUrl())
 	}
 	c.Members[dead].Kill()
-	var failed []string
-	for ok := 0; ok < 100; i++ {
-		if err := put(i); err != nil {
-			failed = append(failed, err.Error())
-			if len(failed) > 20 {
-				t.Fatalf("puts over NATS keep failing after member %s died: %v", c.Names[dead], failed)
-			}
-			time.Sleep(200 * time.Millisecond)
-			continue
-		}
-		ok++
-	}
-	t.Logf("%d calls failed while the client reconnected: %v", len(failed), failed)
+	r.puts(t, 100, "after the client's member died")
 	if nc.ConnectedUrl() == c.Members[dead].NATSURL {
 		t.Fatal("the client is still connected to the dead member")
 	}
-	st, err := cli.Status(ctx, &pb.StatusRequest{})
+	st, err := cli.Status(context.Background(), &pb.StatusRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Leader == 0 {
 		t.Fatal("Status over NATS names no leader")
 	}
-	last := int64(0)
-	for _, rev := range acked {
-		last = max(last, rev)
+	r.check(t, c.Client((dead+1)%len(c.Members)))
+}
+
+// TestNATSSharedServer: members that share one NATS server (--nats-url)
+// serve the same subjects: a NATS client's calls and its watch go on as
+// each member in turn dies, the one holding the watch among them.
+func TestNATSSharedServer(t *testing.T) {
+	ns := startNATS(t)
+	c := testutil.StartCluster(t, testutil.KindRevd, testutil.ClusterOptions{NATSURL: ns.ClientURL()})
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
 	}
-	seen.waitSeen(t, last)
-	stop()
-	<-done
-	alive := (dead + 1) % len(c.Members)
-	want := watchHistory(t, c.Client(alive), "n/", from, last)
-	checkEvents(t, "NATS watch", seen, want, acked)
+	defer nc.Close()
+	r := startNATSRun(t, natsclient.New(nc, natsclient.Options{Timeout: 15 * time.Second}))
+	r.puts(t, 30, "before any failure")
+	for i := range c.Members {
+		c.Members[i].Kill()
+		r.puts(t, 30, "after member "+c.Names[i]+" died")
+		if err := c.Members[i].Restart(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		c.Leader()
+		r.puts(t, 10, "after member "+c.Names[i]+" restarted")
+	}
+	r.check(t, c.Client(0))
+}
+
+// startNATS starts a NATS server on a free loopback port, shut down at the
+// test's end.
+func startNATS(t *testing.T) *natsserver.Server {
+	t.Helper()
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: testutil.FreePorts(t, 1)[0], NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the NATS server did not start")
+	}
+	return ns
 }
 
 // TestLeasesFailover: leases live on when the leader dies: one kept alive

@@ -21,6 +21,9 @@ type ClusterOptions struct {
 	Proxy bool
 	// NATSCluster makes revd members' NATS servers one NATS cluster.
 	NATSCluster bool
+	// NATSURL makes revd members share this NATS server (--nats-url)
+	// instead of embedding one each.
+	NATSURL string
 	// ExtraArgs are every member's extra flags.
 	ExtraArgs []string
 }
@@ -51,7 +54,7 @@ func StartCluster(t testing.TB, kind string, opts ClusterOptions) *Cluster {
 		dirs = append(dirs, t.TempDir())
 	}
 	sc, err := serverproc.StartCluster(context.Background(), serverproc.ClusterConfig{
-		Config:  serverproc.Config{Kind: kind, Bin: bin, LogLevel: logLevel, ExtraArgs: opts.ExtraArgs},
+		Config:  serverproc.Config{Kind: kind, Bin: bin, LogLevel: logLevel, ExtraArgs: opts.ExtraArgs, NATSURL: opts.NATSURL},
 		Members: opts.Members, DataDirs: dirs, Proxy: opts.Proxy, NATSCluster: opts.NATSCluster,
 	})
 	if err != nil {
