@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
@@ -186,7 +188,9 @@ type damageCase struct {
 	damage func(t *testing.T, dir string) string
 }
 
-func damageCases() []damageCase {
+// damageCases are the ways TestOpenRefusesDamage damages a store whose
+// live tables are live.
+func damageCases(live []string) []damageCase {
 	walByte := func(pick func(cs []chunk) int64, zero bool) func(t *testing.T, dir string) string {
 		return func(t *testing.T, dir string) string {
 			w, cs := newestWALRecords(t, dir)
@@ -235,7 +239,8 @@ func damageCases() []damageCase {
 		return func(t *testing.T, dir string) string {
 			var big string
 			var size int64
-			for _, p := range files(t, dir, "*.sst") {
+			for _, name := range live {
+				p := filepath.Join(dir, name)
 				if fi, err := os.Stat(p); err == nil && fi.Size() > size {
 					big, size = p, fi.Size()
 				}
@@ -310,12 +315,13 @@ func TestOpenRefusesDamage(t *testing.T) {
 	j := buildStore(t, src, dmgRecords)
 	last := j.Meta().LastRev + dmgRecords
 	crashed := copyDir(t, src) // while open: as a killed process leaves it
+	live := liveTables(t, j)
 	closeT(t, j)
 	for _, image := range []struct {
 		name string
 		dir  string
 	}{{"closed", src}, {"crashed", crashed}} {
-		for _, tc := range damageCases() {
+		for _, tc := range damageCases(live) {
 			t.Run(image.name+"/"+tc.name, func(t *testing.T) {
 				dir := copyDir(t, image.dir)
 				file := tc.damage(t, dir)
@@ -352,6 +358,22 @@ func TestOpenRefusesDamage(t *testing.T) {
 	}
 }
 
+// liveTables are the file names of j's live tables.
+func liveTables(t testing.TB, j *Journal) []string {
+	t.Helper()
+	levels, err := j.db.SSTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, level := range levels {
+		for _, tb := range level {
+			names = append(names, fmt.Sprintf("%06d.sst", uint64(tb.BackingSSTNum)))
+		}
+	}
+	return names
+}
+
 func sameFiles(a, b map[string][32]byte) bool {
 	if len(a) != len(b) {
 		return false
@@ -362,4 +384,89 @@ func sameFiles(a, b map[string][32]byte) bool {
 		}
 	}
 	return true
+}
+
+// TestCorruptionWhileRunning: a table block damaged under a running
+// journal fails the reads that reach it, with an error naming the table,
+// never with other data, and is reported once through OnCorrupt.
+func TestCorruptionWhileRunning(t *testing.T) {
+	dir := t.TempDir()
+	reports := make(chan error, 16)
+	j, err := Open(dir, Options{CacheBytes: 1 << 20, OnCorrupt: func(err error) { reports <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	const n = 120
+	for rev := int64(2); rev <= n+1; rev++ {
+		r := dmgRecord(rev)
+		b := j.NewBatch()
+		b.AppendRecord(r.Revision, r.Events)
+		if err := j.Commit(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The records into tables, compacted: no compaction left to move them
+	// while the test damages one.
+	if err := j.Defragment(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The biggest live table holds records.
+	levels, err := j.db.SSTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table string
+	var size int64
+	for _, level := range levels {
+		for _, tb := range level {
+			if int64(tb.Size) > size {
+				table, size = filepath.Join(dir, fmt.Sprintf("%06d.sst", uint64(tb.BackingSSTNum))), int64(tb.Size)
+			}
+		}
+	}
+	editFile(t, table, flipAt(size/2))
+	num := strings.TrimSuffix(filepath.Base(table), ".sst")
+
+	next := int64(2)
+	var rerr error
+	for rec, err := range j.Records(0, 0) {
+		if err != nil {
+			rerr = err
+			break
+		}
+		if want := dmgRecord(next); rec.Revision != next || !bytes.Equal(rec.Events[0].Kv.Value, want.Events[0].Kv.Value) {
+			t.Fatalf("record %d read back wrong: revision %d", next, rec.Revision)
+		}
+		next++
+	}
+	if !errors.Is(rerr, ErrCorrupt) || !strings.Contains(rerr.Error(), num) {
+		t.Fatalf("Records stopped at %d with %v, want ErrCorrupt naming table %s", next, rerr, num)
+	}
+	// Point reads: right, or refused; refused for the damaged block.
+	failed := 0
+	for rev := int64(2); rev <= n+1; rev++ {
+		want := dmgRecord(rev).Events[0].Kv
+		kv, err := j.Pair(want.Key, rev)
+		switch {
+		case errors.Is(err, ErrCorrupt):
+			failed++
+		case err != nil || !bytes.Equal(kv.Value, want.Value):
+			t.Fatalf("Pair(%d) = %v", rev, err)
+		}
+	}
+	if failed == 0 {
+		t.Error("no point read reached the damaged block")
+	}
+	select {
+	case err := <-reports:
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), num) {
+			t.Errorf("OnCorrupt got %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnCorrupt was not called")
+	}
+	// The journal still takes commits: refusing them is the server's call
+	// (etcd's CORRUPT alarm).
+	commitT(t, j, dmgRecord(n+2))
 }
