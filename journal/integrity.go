@@ -273,7 +273,8 @@ func explainOpenFailure(fsys vfs.FS, dir string, f dirFiles, err error) error {
 		}
 		s, serr := scanWAL(fsys, dir, w, kind)
 		if serr == nil && s.Damage != "" {
-			return fmt.Errorf("%w: %s: %s (%v)", ErrCorrupt, w.name, s.Damage, err)
+			return fmt.Errorf("%w: %s: %s; Pebble cannot replay it (%s)", ErrCorrupt, w.name, s.Damage,
+				strings.TrimPrefix(err.Error(), ErrCorrupt.Error()+": "))
 		}
 	}
 	return err

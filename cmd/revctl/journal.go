@@ -38,7 +38,7 @@ var journalSubcommands = []struct{ name, use, short string }{
 	{"import", "import FILE --out DIR [--progress]",
 		"Builds a new data directory from an export (FILE - reads stdin)"},
 	{"verify", "verify --data-dir DIR [--progress]",
-		"Checks checksums, revision sequence and fold rules; prints the state hash"},
+		"Reads every file (WALs, tables, MANIFEST, high-water mark), checks checksums, revision sequence, fold rules; prints the state hash"},
 	{"restore", "restore FILE --out DIR",
 		"Builds a new data directory from a snapshot file (etcdctl snapshot save against revd)"},
 	{"rebuild", "rebuild --data-dir DIR --out DIR [--at-rev R] [--progress]",
@@ -349,7 +349,11 @@ func (r *runner) journalVerify(args []string, o journalOptions) error {
 		s = ""
 	}
 	msg := fmt.Sprintf("%d problem%s found in %s (%s)", res.Problems, s, o.dataDir, records)
-	if !res.Hashed {
+	switch {
+	case res.Unopened:
+		msg = fmt.Sprintf("%d problem%s found in %s; the store does not open, so its records were not read",
+			res.Problems, s, o.dataDir)
+	case !res.Hashed:
 		msg += fmt.Sprintf("; the state could be rebuilt up to revision %d only, so it was not hashed", res.StateRev)
 	}
 	fmt.Fprintln(w, msg)
