@@ -94,11 +94,11 @@ func (j *Journal) eventListener() *pebble.EventListener {
 			}
 		},
 		DataCorruption: func(info pebble.DataCorruptionInfo) {
-			j.corrupt(fmt.Errorf("%w: %s: %v", ErrCorrupt, info.Path, info.Details))
+			j.corrupt(fmt.Errorf("%w: %s: %s", ErrCorrupt, info.Path, firstLine(info.Details)))
 		},
 		BackgroundError: func(err error) {
 			if pebble.IsCorruptionError(err) {
-				j.corrupt(fmt.Errorf("%w: %v", ErrCorrupt, err))
+				j.corrupt(fmt.Errorf("%w: %s", ErrCorrupt, firstLine(err)))
 				return
 			}
 			j.log.Warn("storage background error", "err", err)

@@ -167,14 +167,22 @@ func openErr(dir string, err error) error {
 		errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
 		return fmt.Errorf("journal: open %s: %w", dir, err)
 	}
-	return fmt.Errorf("%w: %s: %v", ErrCorrupt, dir, err)
+	return fmt.Errorf("%w: %s: %s", ErrCorrupt, dir, firstLine(err))
 }
 
 // readErr maps an error of a Pebble read: corruption found by Pebble wraps
 // ErrCorrupt, anything else is returned with context.
 func readErr(op string, err error) error {
 	if pebble.IsCorruptionError(err) {
-		return fmt.Errorf("%w: %s: %v", ErrCorrupt, op, err)
+		return fmt.Errorf("%w: %s: %s", ErrCorrupt, op, firstLine(err))
 	}
 	return fmt.Errorf("journal: %s: %w", op, err)
+}
+
+// firstLine is err's message up to its first line break: Pebble joins a
+// placeholder line ("<corruption detail carrier>") to its corruption
+// errors.
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
 }

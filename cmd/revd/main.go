@@ -78,6 +78,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "revd: data directory %q is in use by another revd: %v\n", cfg.dataDir, err)
 		case errors.Is(err, journal.ErrCorrupt):
 			fmt.Fprintf(stderr, "revd: data directory %q cannot be read: %v\n", cfg.dataDir, err)
+			fmt.Fprintf(stderr, "revd: refusing to start on damaged data. "+
+				"`revctl journal verify --data-dir %s` lists every problem (see docs/storage-integrity.md)\n", cfg.dataDir)
 		default:
 			fmt.Fprintf(stderr, "revd: %v\n", err)
 		}
