@@ -42,8 +42,9 @@ import (
 // all integers big-endian. Writes alternate between the slots, so a write
 // torn by a crash leaves the other slot, one commit behind, intact.
 //
-// The mark is written with a plain write after each commit's fsync
-// returns, never synced on the write path: the commit's own fsync is all a
+// The mark is written after each commit's fsync returns, as a store into
+// the file's memory mapping (a plain write where the file cannot be
+// mapped), never synced on the write path: the commit's own fsync is all a
 // write pays for. So it is never ahead of what is durable, and it is
 // exact after a process crash (the page cache outlives the process); after
 // a power loss it may be behind, by what was committed since the file was

@@ -42,6 +42,13 @@ type Options struct {
 	// system, which can simulate a power loss. Checkpoint, Snapshot,
 	// RestoreSnapshot and the Loader always use the operating system's.
 	FS vfs.FS
+	// Salvage makes OpenReadOnly open a store that lost acknowledged
+	// commits (behind its high-water mark, its newest WAL or MANIFEST
+	// damaged, its mark missing) as far as Pebble recovers it, instead of
+	// refusing it: for getting out what is left (revctl journal export and
+	// rebuild --accept-loss). What Pebble itself cannot open still fails.
+	// Open ignores it.
+	Salvage bool
 	// OnCorrupt, if set, is called with an error wrapping ErrCorrupt each
 	// time the running journal finds damaged data that it did not find
 	// before: a table block or a record whose checksum fails when read,

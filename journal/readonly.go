@@ -38,6 +38,10 @@ func OpenReadOnly(dir string, opts Options) (*Journal, error) {
 	}
 	if err == nil && len(p.problems) > 0 {
 		err = p.problems[0]
+		if opts.Salvage {
+			j.log.Warn("reading a damaged data directory as far as it goes", "err", err)
+			err = nil
+		}
 	}
 	if err != nil {
 		_ = j.Close()
@@ -175,7 +179,7 @@ func openReadOnly(dir string, opts Options) (*Journal, dirFiles, error) {
 	if err != nil {
 		return nil, dirFiles{}, err
 	}
-	if problems := fileProblems(o.FS, dir, l.dirFiles); len(problems) > 0 {
+	if problems := fileProblems(o.FS, dir, l.dirFiles); len(problems) > 0 && !o.Salvage {
 		_ = l.lock.Close()
 		return nil, dirFiles{}, fmt.Errorf("%w (in %s)", problems[0], dir)
 	}
