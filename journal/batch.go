@@ -231,7 +231,7 @@ func (j *Journal) commit(b *Batch, opts *pebble.WriteOptions) error {
 	if b.n == 0 && !b.hasCompactRev && b.ops == 0 {
 		return nil
 	}
-	if _, err := j.commitNumbered(b.pb, newLast, opts); err != nil {
+	if _, err := j.commitNumbered(b.pb, newLast, b.n > 0, opts); err != nil {
 		return fmt.Errorf("journal: commit: %w", err)
 	}
 	j.lastRev.Store(newLast)

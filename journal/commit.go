@@ -7,22 +7,29 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// commitNumbered commits pb, numbered: pb also sets m/commit to the next
+// commitNumbered commits pb and records how far the journal got. A
+// commit that writes records moves the newest revision to lastRev; any
+// other (compactions, leases, alarms, auth, the applied raft index alone,
+// folds, the term) is numbered instead: pb also sets m/commit to the next
 // number, as its last entry. With opts synced, once the commit is durable
-// the number and lastRev (the store's newest revision with pb) go to the
-// high-water mark (hwm.go), with a store into memory, no system call; an
-// unsynced commit (CommitApplied) reaches the mark at the next Sync. It
-// returns the number. Every write of the journal goes through here, so
-// that losing any durable one shows as a store behind its mark.
+// m/commit and lastRev go to the high-water mark (hwm.go) with a store
+// into memory, no system call; an unsynced commit (CommitApplied) reaches
+// the mark at the next Sync. It returns m/commit as it then is. Every
+// write of the journal goes through here, so that losing any durable one
+// shows as a store behind its mark; a batch of records pays for nothing
+// but the mark (no key of its own).
 //
 // The caller holds commitMu, so numbers follow the order of the log. A
 // failed WAL write or sync never returns: Pebble exits the process
 // (pebbleLogger.Fatalf).
-func (j *Journal) commitNumbered(pb *pebble.Batch, lastRev int64, opts *pebble.WriteOptions) (uint64, error) {
-	n := j.commitNum + 1
-	var v [commitValueLen]byte
-	if err := pb.Set(keyCommit, appendCommitValue(v[:0], n), nil); err != nil {
-		return 0, err
+func (j *Journal) commitNumbered(pb *pebble.Batch, lastRev int64, records bool, opts *pebble.WriteOptions) (uint64, error) {
+	n := j.commitNum
+	if !records {
+		n++
+		var v [commitValueLen]byte
+		if err := pb.Set(keyCommit, appendCommitValue(v[:0], n), nil); err != nil {
+			return 0, err
+		}
 	}
 	if err := pb.Commit(opts); err != nil {
 		return 0, err
@@ -66,12 +73,12 @@ func (j *Journal) committed() (uint64, int64) {
 	return j.commitNum, j.lastRev.Load()
 }
 
-// commitLocked is commitNumbered, synced, under commitMu, with the newest
-// revision as it is.
+// commitLocked is commitNumbered, synced, under commitMu, for a batch
+// without records.
 func (j *Journal) commitLocked(pb *pebble.Batch) error {
 	j.commitMu.Lock()
 	defer j.commitMu.Unlock()
-	_, err := j.commitNumbered(pb, j.lastRev.Load(), pebble.Sync)
+	_, err := j.commitNumbered(pb, j.lastRev.Load(), false, pebble.Sync)
 	return err
 }
 

@@ -133,13 +133,14 @@
 //	m/base_rev     records at or below it have been folded into the base
 //	               snapshot and deleted; 0 if nothing was folded. Always
 //	               <= m/compact_rev.
-//	m/commit       the number of the newest synced commit: every synced
-//	               batch the journal writes (records, compactions, leases,
-//	               alarms, auth, folds, the term) sets it to one more, as
-//	               its last entry. Absent (0) in a directory written before
-//	               commits were numbered. Its CRC comes last so that a
-//	               batch never ends in the zeroes of a big-endian number
-//	               (see Integrity).
+//	m/commit       how many synced batches wrote no record: every such
+//	               batch the journal writes (a compaction, leases, alarms,
+//	               auth, a fold, the term) sets it to one more, as its last
+//	               entry. Batches with records are counted by the newest
+//	               revision instead and do not write it. Absent (0) in a
+//	               directory written before commits were numbered. Its CRC
+//	               comes last so that a batch never ends in the zeroes of a
+//	               big-endian number (see Integrity).
 //
 // The store's newest revision is max(1, the newest record's revision,
 // m/base_rev): a fresh store is at revision 1, as etcd's is, and its first
@@ -159,11 +160,11 @@
 // (only what was not yet synced, so never acknowledged) recovers without a
 // word. The two are told apart thus:
 //
-//   - The high-water mark. Every synced write of the journal is numbered
-//     (m/commit, above). After a commit's fsync returns, the journal writes
-//     its number and the newest revision to revd.hwm, a file outside
-//     Pebble (hwm.go), with a plain memory store into the file's mapping:
-//     no fsync, no system call on the write path. The mark is synced at
+//   - The high-water mark. Every synced write of the journal moves the
+//     newest revision (a batch of records) or m/commit (any other). After a
+//     commit's fsync returns, the journal writes both to revd.hwm, a file
+//     outside Pebble (hwm.go), with a plain memory store into the file's
+//     mapping: no fsync, no system call, no key on the write path. The mark is synced at
 //     each memtable flush and at Close, which also flags it clean. So the
 //     mark is never ahead of what is durable; it is exact after a clean
 //     stop and after a process crash (the page cache survives), and may lag

@@ -14,9 +14,9 @@ import (
 )
 
 // The high-water mark file, hwmFile in the data directory, says how far
-// the journal had got when it last wrote there: the number of the newest
-// synced commit (m/commit), the newest revision then, and the write-ahead
-// log it went to. It lives outside Pebble, so damage that makes Pebble
+// the journal had got when it last wrote there: the newest revision and
+// the number of commits without records (m/commit) synced by then, and
+// the write-ahead log they went to. It lives outside Pebble, so damage that makes Pebble
 // recover less than was synced (a WAL cut short, a lost table) cannot
 // take the mark with it. Open refuses a store that ends before its mark
 // (see integrity.go).
@@ -31,7 +31,7 @@ import (
 //	magic     "revdHWM1"
 //	seq       which write this is; the valid slot with the higher seq holds
 //	          the mark
-//	commit    the m/commit of the newest synced commit when it was written
+//	commit    m/commit when it was written
 //	revision  the store's newest revision then
 //	WAL       the file number of the write-ahead log that commit went to
 //	          (0: unknown), to name it if it goes missing
@@ -224,7 +224,7 @@ func (h *hwm) setWAL(num uint64) {
 func (h *hwm) advance(commit uint64, rev int64) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.err != nil || commit <= h.cur.Commit {
+	if h.err != nil || commit <= h.cur.Commit && rev <= h.cur.Rev {
 		return nil
 	}
 	return h.writeLocked(mark{Commit: commit, Rev: rev, WAL: h.wal})

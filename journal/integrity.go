@@ -186,14 +186,15 @@ func walVerdict(f dirFiles, w walName, s logScan, m Meta) (problem, harmless err
 }
 
 // ackedProblem compares the store's meta, as Pebble recovered it, with
-// the high-water mark: a store that ends before its mark lost synced,
-// acknowledged commits. The message says where they went if it can: the
+// the high-water mark: a store that ends before its mark (its newest
+// revision, or m/commit, the count of commits without records) lost
+// synced, acknowledged commits. The message says where they went if it can: the
 // newest WAL's damage, or the WAL the mark names, missing.
 func ackedProblem(f dirFiles, m Meta, walFinding string) error {
 	if !f.hasMark {
 		if m.Commit > 0 {
-			return fmt.Errorf("%w: %s is missing: the store has made %d commits, and without its high-water mark "+
-				"revd cannot tell whether any of them were lost", ErrCorrupt, hwmFile, m.Commit)
+			return fmt.Errorf("%w: %s is missing: the store was written with a high-water mark (at revision %d), "+
+				"and without it revd cannot tell whether acknowledged writes were lost", ErrCorrupt, hwmFile, m.LastRev)
 		}
 		return nil
 	}
@@ -210,8 +211,8 @@ func ackedProblem(f dirFiles, m Meta, walFinding string) error {
 	if where == "" {
 		where = "; write-ahead logs or tables are missing or damaged"
 	}
-	return fmt.Errorf("%w: the store ends at commit %d (revision %d), but commits up to %d (revision %d) were synced "+
-		"and acknowledged (%s)%s", ErrCorrupt, m.Commit, m.LastRev, f.mark.Commit, f.mark.Rev, hwmFile, where)
+	return fmt.Errorf("%w: the store ends at revision %d (commit %d), but revision %d (commit %d) was synced "+
+		"and acknowledged (%s)%s", ErrCorrupt, m.LastRev, m.Commit, f.mark.Rev, f.mark.Commit, hwmFile, where)
 }
 
 // preflight is what Open, OpenReadOnly and Inspect check before they

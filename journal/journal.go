@@ -89,9 +89,9 @@ type Meta struct {
 	// LastRev is the newest revision: max(1, the newest record's revision,
 	// BaseRev). A fresh store is at revision 1.
 	LastRev int64
-	// Commit is the number of the newest synced commit (m/commit): every
-	// synced write of the journal is numbered. 0 for a directory written
-	// before commits were numbered.
+	// Commit is m/commit: how many synced commits wrote no record (the
+	// newest revision counts the others). 0 for a directory written before
+	// commits were numbered.
 	Commit uint64
 }
 

@@ -34,7 +34,7 @@ func (j *Journal) startMeta() error {
 	if err := b.Set(keyTerm, encodeUint64(m.Term), nil); err != nil {
 		return fmt.Errorf("journal: write term: %w", err)
 	}
-	if m.Commit, err = j.commitNumbered(b, m.LastRev, pebble.Sync); err != nil {
+	if m.Commit, err = j.commitNumbered(b, m.LastRev, false, pebble.Sync); err != nil {
 		return fmt.Errorf("journal: write term: %w", err)
 	}
 	j.meta = m
@@ -96,7 +96,7 @@ func (j *Journal) initMeta() error {
 		return fmt.Errorf("journal: init meta: %w", err)
 	}
 	var err error
-	if m.Commit, err = j.commitNumbered(b, m.LastRev, pebble.Sync); err != nil {
+	if m.Commit, err = j.commitNumbered(b, m.LastRev, false, pebble.Sync); err != nil {
 		return fmt.Errorf("journal: init meta: %w", err)
 	}
 	if err := j.db.Flush(); err != nil {
