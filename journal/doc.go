@@ -160,18 +160,24 @@
 // (only what was not yet synced, so never acknowledged) recovers without a
 // word. The two are told apart thus:
 //
-//   - The high-water mark. Every synced write of the journal moves the
-//     newest revision (a batch of records) or m/commit (any other). After a
-//     commit's fsync returns, the journal writes both to revd.hwm, a file
-//     outside Pebble (hwm.go), with a plain memory store into the file's
-//     mapping: no fsync, no system call, no key on the write path. The mark is synced at
-//     each memtable flush and at Close, which also flags it clean. So the
-//     mark is never ahead of what is durable; it is exact after a clean
-//     stop and after a process crash (the page cache survives), and may lag
-//     after a power loss. Open refuses a store that Pebble recovers to a
-//     commit or revision below the mark: the WAL was cut short, a table or
-//     a WAL is missing, the MANIFEST lost an edit. A missing revd.hwm in a
-//     directory that has made commits is refused too.
+//   - The high-water mark. Every write of the journal moves the newest
+//     revision (a batch of records) or m/commit (any other). Once a write is
+//     durable (a synced Commit's fsync returned; for CommitApplied's
+//     unsynced writes, the next Sync or Close) the journal writes both to
+//     revd.hwm, a file outside Pebble (hwm.go), with a plain memory store
+//     into the file's mapping: no fsync, no system call, no key on the
+//     write path. The mark is synced at each memtable flush and at Close,
+//     which also flags it clean. So the mark is never ahead of what is
+//     durable; it is exact after a clean stop and, for synced commits,
+//     after a process crash (the page cache survives); it may lag after a
+//     power loss. Open refuses a store that Pebble recovers to a commit or
+//     revision below the mark: the WAL was cut short, a table or a WAL is
+//     missing, the MANIFEST lost an edit. A missing revd.hwm in a directory
+//     that has made commits is refused too. In a cluster member, which
+//     applies raft's log with CommitApplied and syncs before each raft
+//     snapshot lets raft drop the log before it, the mark is what raft's
+//     log no longer holds: etcd's own check that its backend is not behind
+//     its snapshot.
 //   - The newest WAL's end (logscan.go). Pebble's replay takes any bad
 //     chunk of the newest WAL for its end; Open reads that WAL itself and
 //     refuses a bad chunk that a crash cannot explain: one that a later

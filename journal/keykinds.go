@@ -12,10 +12,10 @@ import (
 )
 
 // keyKind is one kind of key of the layout in doc.go: its key range and
-// the check of one of its entries. A new kind of key (the raft log, its
-// hard state, the applied index) is a new row: CheckKeys, ForeignKeys and
-// `revctl journal verify` follow the table, and a key in no row's range
-// is foreign.
+// the check of one of its entries. A new kind of key is a new row (or, under
+// "m/", a new case of checkMetaEntry, as the raft applied index and cluster
+// state are): CheckKeys, ForeignKeys and `revctl journal verify` follow the
+// table, and a key in no row's range is foreign.
 type keyKind struct {
 	name         string
 	lower, upper []byte
@@ -55,6 +55,15 @@ func checkMetaEntry(k, v []byte) error {
 	switch {
 	case bytes.Equal(k, keyAlarms):
 		_, err := decodeAlarms(v)
+		return err
+	case bytes.Equal(k, keyApplied):
+		p, err := checkedPayload(k, v)
+		if err == nil && len(p) != 16 {
+			err = fmt.Errorf("%w: %s: %d bytes, want 16", ErrCorrupt, k, len(p))
+		}
+		return err
+	case bytes.Equal(k, keyCluster):
+		_, err := checkedPayload(k, v)
 		return err
 	case slices.ContainsFunc(fixedMeta, func(m []byte) bool { return bytes.Equal(k, m) }):
 		return nil

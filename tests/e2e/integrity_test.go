@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -119,26 +120,63 @@ func runRevdOn(t *testing.T, dir string) (int, string) {
 		"--nats-listen", "127.0.0.1:"+strconv.Itoa(ports[1]))
 }
 
+// copyDataDir copies a data directory (raft's wal/ and snap/ included),
+// keeping the files' zeroed tails sparse.
 func copyDataDir(t *testing.T, src string) string {
 	t.Helper()
 	dst := t.TempDir()
-	entries, err := os.ReadDir(src)
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.Mkdir(to, 0o700)
+		case d.Type().IsRegular():
+			return copySparse(p, to)
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
+	return dst
+}
+
+func copySparse(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	buf := make([]byte, 64<<10)
+	var off int64
+	for {
+		n, err := io.ReadFull(in, buf)
+		if n > 0 && slices.ContainsFunc(buf[:n], func(b byte) bool { return b != 0 }) {
+			if _, werr := out.WriteAt(buf[:n], off); werr != nil {
+				return werr
+			}
 		}
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		off += int64(n)
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
 		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o600); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
-	return dst
+	return out.Truncate(off)
 }
 
 // newestFile is the last file of dir matching pattern, in name order (for
@@ -277,6 +315,17 @@ func TestRevdRefusesDamagedDataDir(t *testing.T) {
 				t.Fatal(err)
 			}
 			return "revd.hwm"
+		}},
+		{"raft log: a byte flipped in its records", func(t *testing.T, dir string) string {
+			w := newestFile(t, filepath.Join(dir, "wal"), "*.wal")
+			editDataFile(t, w, func(b []byte) []byte { b[nonZeroFrom(b, walEnd(b)/2)] ^= 0x10; return b })
+			return filepath.Base(w)
+		}},
+		{"raft log: missing (a one-member cluster starts a new one from the journal)", func(t *testing.T, dir string) string {
+			if err := os.RemoveAll(filepath.Join(dir, "wal")); err != nil {
+				t.Fatal(err)
+			}
+			return ""
 		}},
 		{"OPTIONS: missing (Pebble rewrites it)", func(t *testing.T, dir string) string {
 			if err := os.Remove(newestFile(t, dir, "OPTIONS-*")); err != nil {

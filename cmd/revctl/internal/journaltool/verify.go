@@ -53,6 +53,8 @@ type VerifyResult struct {
 //     its file and offset), the high-water mark file and the store
 //     against it (synced, acknowledged commits missing);
 //   - every block of every table, by its checksum;
+//   - a cluster member's raft log (wal/, snap/) with etcd's checks, and
+//     the journal not behind the log's newest snapshot;
 //   - the meta keys: present, well formed, consistent (base <= compact <=
 //     last revision);
 //   - every Pebble key belongs to the layout of journal/doc.go, and every
@@ -78,7 +80,7 @@ func Verify(dir string, o VerifyOptions) (VerifyResult, error) {
 	if err != nil {
 		return VerifyResult{}, err
 	}
-	v := &verifier{o: o}
+	v := &verifier{o: o, dir: dir}
 	for _, p := range problems {
 		v.report(Problem{What: corruptText(p, "")})
 	}
@@ -96,6 +98,7 @@ func Verify(dir string, o VerifyOptions) (VerifyResult, error) {
 
 type verifier struct {
 	o      VerifyOptions
+	dir    string
 	res    VerifyResult
 	broken bool // the state is unknown from some revision on
 }
@@ -116,6 +119,16 @@ func corruptText(err error, where string) string {
 
 func (v *verifier) run(j *journal.Journal) error {
 	m := v.res.Meta
+	var applied *journal.Applied
+	switch a, err := j.Applied(); {
+	case err == nil:
+		applied = &a
+	case !errors.Is(err, journal.ErrCorrupt): // CheckKeys reports damage
+		return err
+	}
+	for _, p := range checkRaftLog(v.dir, applied) {
+		v.report(p)
+	}
 	for err := range j.CheckTables() {
 		if !errors.Is(err, journal.ErrCorrupt) {
 			return err

@@ -184,3 +184,25 @@ func copyFiles(t *testing.T, src, dst string) {
 		}
 	}
 }
+
+// A server's directory holds raft's log too: verify reads it with etcd's
+// checks and names a damaged segment.
+func TestVerifyFindsRaftLogDamage(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir)
+	serverHistory(t, s, 0)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, problems := verifyT(t, dir); len(problems) != 0 {
+		t.Fatalf("problems in a server's directory: %q", problems)
+	}
+	seg := newest(t, filepath.Join(dir, journal.RaftWALDir), "*.wal")
+	flipByte(t, seg, walDataEnd(t, seg)/2)
+	_, problems := verifyT(t, dir)
+	all := strings.Join(problems, "\n")
+	if !strings.Contains(all, "raft log") || !strings.Contains(all, filepath.Base(seg)) {
+		t.Fatalf("problems do not name the raft log's %s:\n%s", filepath.Base(seg), all)
+	}
+	t.Logf("problems:\n%s", all)
+}
