@@ -241,12 +241,21 @@ func recordBounds(r reader) (first, last int64, err error) {
 		}
 	}()
 	if !it.First() {
+		if err := it.Error(); err != nil {
+			return 0, 0, readErr("open", err)
+		}
 		return 0, 0, nil
 	}
 	if first, err = parseRecordKey(it.Key()); err != nil {
 		return 0, 0, err
 	}
-	it.Last()
+	if !it.Last() {
+		// A table that cannot be read: its error, not the key before.
+		if err := it.Error(); err != nil {
+			return 0, 0, readErr("open", err)
+		}
+		return 0, 0, fmt.Errorf("%w: the newest record cannot be found", ErrCorrupt)
+	}
 	if last, err = parseRecordKey(it.Key()); err != nil {
 		return 0, 0, err
 	}
