@@ -470,3 +470,44 @@ func TestCorruptionWhileRunning(t *testing.T) {
 	// (etcd's CORRUPT alarm).
 	commitT(t, j, dmgRecord(n+2))
 }
+
+// Install replaces a journal's content with another member's: the
+// high-water mark follows it down (the other member's m/commit counts its
+// own commits), so neither a crash after the install nor a clean restart
+// is taken for lost commits.
+func TestInstallResetsMark(t *testing.T) {
+	dir := t.TempDir()
+	j := openT(t, dir)
+	for i := range 30 { // non-record commits: m/commit climbs
+		b := j.NewBatch()
+		b.SetAlarms([]Alarm{{MemberID: uint64(i + 1), Type: 1}})
+		if err := j.Commit(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commitT(t, j, newHistory(5, 4).records...)
+	other := openT(t, t.TempDir())
+	commitT(t, other, newHistory(6, 40).records...)
+	cp := filepath.Join(t.TempDir(), "cp")
+	if err := other.Checkpoint(cp); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Install(cp); err != nil {
+		t.Fatal(err)
+	}
+	if got := j.Meta(); got.Commit > 30 {
+		t.Logf("meta before reopen: %+v", got)
+	}
+	crashed := copyDir(t, dir) // as a kill right after the install leaves it
+	closeT(t, j)
+	for _, d := range []string{dir, crashed} {
+		j, err := Open(d, Options{})
+		if err != nil {
+			t.Fatalf("reopen after Install: %v", err)
+		}
+		if j.Meta().LastRev != 40 {
+			t.Errorf("LastRev after Install = %d, want 40", j.Meta().LastRev)
+		}
+		closeT(t, j)
+	}
+}
