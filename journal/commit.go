@@ -3,6 +3,7 @@ package journal
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -20,9 +21,17 @@ import (
 // but the mark (no key of its own).
 //
 // The caller holds commitMu, so numbers follow the order of the log. A
-// failed WAL write or sync never returns: Pebble exits the process
-// (pebbleLogger.Fatalf).
+// failed WAL write or sync never returns: the process exits with status 1
+// (pebbleLogger.Fatalf), Pebble's state being unknown.
 func (j *Journal) commitNumbered(pb *pebble.Batch, lastRev int64, records bool, opts *pebble.WriteOptions) (uint64, error) {
+	defer func() {
+		if r := recover(); r != nil {
+			// Pebble panics when it cannot write its WAL for an unsynced
+			// commit (a failed sync reaches Fatalf): the same fatal storage
+			// error, and the same exit.
+			pebbleLogger{j.log}.Fatalf("pebble: commit: %v\n%s", r, debug.Stack())
+		}
+	}()
 	n := j.commitNum
 	if !records {
 		n++

@@ -231,8 +231,9 @@ func TestPowerLoss(t *testing.T) {
 
 // Environment of TestProcessCrash's child.
 const (
-	crashChildDirEnv  = "REVD_JOURNAL_TEST_CUT_DIR"
-	crashChildFailEnv = "REVD_JOURNAL_TEST_FAIL" // "sync:N" or "nospace:N"
+	crashChildDirEnv     = "REVD_JOURNAL_TEST_CUT_DIR"
+	crashChildFailEnv    = "REVD_JOURNAL_TEST_FAIL" // "sync:N" or "nospace:N"
+	crashChildAppliedEnv = "REVD_JOURNAL_TEST_APPLIED"
 )
 
 // TestProcessCrashChild is not a test: run as a child process by
@@ -253,12 +254,22 @@ func TestProcessCrashChild(t *testing.T) {
 		fmt.Println("error:", err)
 		os.Exit(3)
 	}
+	commit := j.Commit
+	if os.Getenv(crashChildAppliedEnv) != "" {
+		// A raft member's commits, and its syncs (before raft snapshots).
+		commit = func(b *Batch) error {
+			if err := j.CommitApplied(b); err != nil {
+				return err
+			}
+			return j.Sync()
+		}
+	}
 	out := bufio.NewWriter(os.Stdout)
 	for rev := j.Meta().LastRev + 1; ; rev++ {
 		r := cutRecord(rev)
 		b := j.NewBatch()
 		b.AppendRecord(r.Revision, r.Events)
-		if err := j.Commit(b); err != nil {
+		if err := commit(b); err != nil {
 			fmt.Fprintln(out, "error:", err)
 			out.Flush()
 			os.Exit(4)
@@ -290,10 +301,13 @@ func failAfter(spec string) func(op, path string) error {
 }
 
 // runCrashChild starts the child on dir and returns it with its stdout.
-func runCrashChild(t *testing.T, dir, fail string) (*exec.Cmd, *bufio.Scanner, *bytes.Buffer) {
+func runCrashChild(t *testing.T, dir, fail string, applied bool) (*exec.Cmd, *bufio.Scanner, *bytes.Buffer) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestProcessCrashChild$", "-test.timeout=10m")
 	cmd.Env = append(os.Environ(), crashChildDirEnv+"="+dir, crashChildFailEnv+"="+fail)
+	if applied {
+		cmd.Env = append(cmd.Env, crashChildAppliedEnv+"=1")
+	}
 	stderr := new(bytes.Buffer)
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
@@ -338,7 +352,7 @@ func TestProcessCrash(t *testing.T) {
 	dir := t.TempDir()
 	var prev int64 = 1
 	for cut := range cuts {
-		cmd, sc, stderr := runCrashChild(t, dir, "")
+		cmd, sc, stderr := runCrashChild(t, dir, "", false)
 		target := prev + 1 + int64(rng.IntN(300))
 		acked := readAcks(t, sc, target)
 		_ = cmd.Process.Kill()
@@ -365,13 +379,21 @@ func TestProcessCrash(t *testing.T) {
 
 // TestWriteFailure: a WAL whose sync fails, or whose writes fail with
 // ENOSPC (a full disk), stops the process with exit status 1 before the
-// commit is acknowledged, as etcd stops on a failed fsync; reopened once
-// the disk works, the directory holds every acknowledged record.
+// commit is acknowledged, as etcd stops on a failed fsync, for synced
+// commits and for a raft member's (CommitApplied, then Sync); reopened
+// once the disk works, the directory holds every acknowledged record.
 func TestWriteFailure(t *testing.T) {
-	for _, spec := range []string{"sync:40", "nospace:120"} {
+	for _, tc := range []struct {
+		spec    string
+		applied bool
+	}{{"sync:40", false}, {"nospace:120", false}, {"sync:40", true}, {"nospace:120", true}} {
+		spec := tc.spec
+		if tc.applied {
+			spec += ",applied"
+		}
 		t.Run(spec, func(t *testing.T) {
 			dir := t.TempDir()
-			cmd, sc, stderr := runCrashChild(t, dir, spec)
+			cmd, sc, stderr := runCrashChild(t, dir, tc.spec, tc.applied)
 			acked := readAcks(t, sc, 0)
 			err := cmd.Wait()
 			var ee *exec.ExitError

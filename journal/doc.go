@@ -214,7 +214,9 @@
 // compactions, whose default is to exit) fails that read with ErrCorrupt
 // and goes to Options.OnCorrupt; the server raises etcd's CORRUPT alarm.
 // A failed WAL write or fsync (an I/O error, a full disk) exits the
-// process before the commit is acknowledged (pebbleLogger.Fatalf).
+// process with status 1 before the commit is acknowledged
+// (pebbleLogger.Fatalf; Pebble's panic on a failed write of an unsynced
+// commit is turned into the same exit).
 //
 // What is not covered: damage to the last synced commits after a power
 // loss whose chunk happens to hold a sector of zeroes (it reads as torn),

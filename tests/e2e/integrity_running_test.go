@@ -127,11 +127,13 @@ func TestRevdCorruptionWhileRunning(t *testing.T) {
 	}
 }
 
-// TestRevdStopsOnWALWriteFailure: a write to the WAL that fails (here the
+// TestRevdStopsOnWALWriteFailure: a write to a log that fails (here the
 // file size limit, RLIMIT_FSIZE, set on the running revd just past what it
 // has written: EFBIG, as a full disk gives ENOSPC) is never acknowledged,
-// and revd exits with status 1, as etcd exits on a failed fsync, rather
-// than go on. Restarted without the limit, it has every acknowledged put.
+// and revd stops accepting writes rather than go on: the journal's WAL
+// exits the process with status 1 (as etcd exits on a failed fsync), raft's
+// log refuses every write from then on. Restarted without the limit, it
+// has every acknowledged put.
 func TestRevdStopsOnWALWriteFailure(t *testing.T) {
 	if testutil.TargetKind(t, TargetEnv) != testutil.KindRevd {
 		t.Skip("revd's data directory")
@@ -147,40 +149,67 @@ func TestRevdStopsOnWALWriteFailure(t *testing.T) {
 	if err := unix.Prlimit(p.Pid(), unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: limit, Max: limit}, nil); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var refused error
-	for i := 100; i < 10000 && refused == nil; i++ {
-		k := fmt.Sprintf("%s%06d", integrityPrefix, i)
-		v := integrityValue(i, 1000)
-		var resp *pb.PutResponse
-		if resp, refused = c.KV.Put(ctx, &pb.PutRequest{Key: []byte(k), Value: v}); refused == nil {
-			acked[k] = ackedPut{value: v, rev: resp.Header.Revision}
-		}
-	}
-	if refused == nil {
-		t.Fatal("every put succeeded past the file size limit")
-	}
-	select {
-	case <-p.Exited():
-	case <-time.After(30 * time.Second):
-		t.Fatalf("revd still runs after a failed WAL write (put: %v)", refused)
-	}
-	var ee *exec.ExitError
-	if err := p.ExitErr(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("revd ended with %v, want exit status 1", err)
-	}
-	if out := p.Tail(16 << 10); !strings.Contains(out, "fatal storage error") {
-		t.Errorf("revd's output does not say why it stopped:\n%s", lastLines(out, 10))
-	}
+	refused := putUntilRefused(t, c, acked, 100, 1000)
 	t.Logf("%d puts acknowledged; then %v", len(acked), refused)
+	expectWritesStopped(t, p, c)
+	p.Kill()
 	p.Restart(t)
 	checkPuts(t, p.Dial(t), acked)
 }
 
+// putUntilRefused puts keys from the integrity prefix, from key from on,
+// one at a time, recording what is acknowledged, until a put fails, and
+// returns that failure.
+func putUntilRefused(t *testing.T, c *testutil.Clients, acked map[string]ackedPut, from, size int) error {
+	t.Helper()
+	for i := from; i < from+100000; i++ {
+		k := fmt.Sprintf("%s%06d", integrityPrefix, i)
+		v := integrityValue(i, size)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		resp, err := c.KV.Put(ctx, &pb.PutRequest{Key: []byte(k), Value: v})
+		cancel()
+		if err != nil {
+			return err
+		}
+		acked[k] = ackedPut{value: v, rev: resp.Header.Revision}
+	}
+	t.Fatal("every put succeeded")
+	return nil
+}
+
+// expectWritesStopped checks that a revd whose log write failed stopped
+// accepting writes: it exited with status 1 saying why, or it runs on and
+// refuses every write, having logged why.
+func expectWritesStopped(t *testing.T, p *testutil.Proc, c *testutil.Clients) {
+	t.Helper()
+	select {
+	case <-p.Exited():
+		var ee *exec.ExitError
+		if err := p.ExitErr(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("revd ended with %v, want exit status 1:\n%s", err, lastLines(p.Tail(16<<10), 15))
+		}
+		if out := p.Tail(16 << 10); !strings.Contains(out, "fatal storage error") {
+			t.Errorf("revd's output does not say why it stopped:\n%s", lastLines(out, 10))
+		}
+		t.Logf("revd exited: %s", lastLines(p.Tail(16<<10), 2))
+	case <-time.After(5 * time.Second):
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_, err := c.KV.Put(ctx, &pb.PutRequest{Key: []byte("after"), Value: []byte("x")})
+		cancel()
+		if err == nil {
+			t.Fatalf("revd acknowledged a write after a failed log write:\n%s", lastLines(p.Tail(16<<10), 15))
+		}
+		if out := p.Tail(64 << 10); !strings.Contains(out, "refusing all writes") {
+			t.Errorf("revd's log does not say it stopped writing:\n%s", lastLines(out, 15))
+		}
+		t.Logf("revd runs on, refusing writes")
+	}
+}
+
 // TestRevdDiskFull fills a small file system under revd (a tmpfs mounted
-// for the test, so it needs root): the put that finds no room is not
-// acknowledged and revd stops; once the file system is grown, revd
+// for the test, so it needs root; it must hold raft's 64 MiB log segment):
+// the put that finds no room is not acknowledged and revd stops accepting
+// writes (expectWritesStopped); once the file system is grown, revd
 // restarts with every acknowledged put. Without root,
 // TestRevdStopsOnWALWriteFailure covers the failed write.
 func TestRevdDiskFull(t *testing.T) {
@@ -191,35 +220,17 @@ func TestRevdDiskFull(t *testing.T) {
 		t.Skip("mounting a small file system needs root; TestRevdStopsOnWALWriteFailure covers a failed WAL write")
 	}
 	mnt := t.TempDir()
-	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=12m"); err != nil {
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=80m"); err != nil {
 		t.Skipf("cannot mount a tmpfs (%v); TestRevdStopsOnWALWriteFailure covers a failed WAL write", err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
 	p := testutil.StartRevd(t, testutil.Options{DataDir: filepath.Join(mnt, "data")})
 	c := p.Dial(t)
 	acked := map[string]ackedPut{}
-	var refused error
-	for i := 0; i < 100000 && refused == nil; i++ {
-		k := fmt.Sprintf("%s%06d", integrityPrefix, i)
-		v := integrityValue(i, 16<<10)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		resp, err := c.KV.Put(ctx, &pb.PutRequest{Key: []byte(k), Value: v})
-		cancel()
-		if refused = err; err == nil {
-			acked[k] = ackedPut{value: v, rev: resp.Header.Revision}
-		}
-	}
+	refused := putUntilRefused(t, c, acked, 0, 16<<10)
 	t.Logf("%d puts acknowledged, then: %v", len(acked), refused)
-	select {
-	case <-p.Exited():
-	case <-time.After(30 * time.Second):
-		t.Fatalf("revd still runs after a put failed on a full disk (%v):\n%s", refused, lastLines(p.Tail(16<<10), 15))
-	}
-	var ee *exec.ExitError
-	if err := p.ExitErr(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("revd ended with %v, want exit status 1:\n%s", err, lastLines(p.Tail(16<<10), 15))
-	}
-	t.Logf("revd: %s", lastLines(p.Tail(16<<10), 3))
+	expectWritesStopped(t, p, c)
+	p.Kill()
 	if err := unix.Mount("tmpfs", mnt, "tmpfs", unix.MS_REMOUNT, "size=256m"); err != nil {
 		t.Fatal(err)
 	}
