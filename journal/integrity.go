@@ -322,7 +322,8 @@ func (j *Journal) checkBeforeOpen(o Options) (preflight, error) {
 		j.log.Warn("damaged data found that loses nothing acknowledged", "err", p.harmless)
 	}
 	if p.torn != "" {
-		j.log.Info("recovering from a crash: " + p.torn + "; writes not synced when it stopped are gone, nothing acknowledged")
+		j.log.Info("recovering from a crash: " + p.torn + "; what was not synced when it stopped is gone from the journal: " +
+			"never acknowledged, or applied again from raft's log")
 	}
 	return p, nil
 }
