@@ -145,7 +145,10 @@ func TestRevdStopsOnWALWriteFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limit := uint64(walEnd(wal) + 48<<10)
+	// Past the journal's WAL, at a block boundary, where a full disk stops
+	// a write (a limit between two sectors would leave raft's log with a
+	// record cut inside a sector, which etcd's WAL, and so revd, refuses).
+	limit := uint64(walEnd(wal)+48<<10) / 4096 * 4096
 	if err := unix.Prlimit(p.Pid(), unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: limit, Max: limit}, nil); err != nil {
 		t.Fatal(err)
 	}
