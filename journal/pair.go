@@ -23,6 +23,11 @@ func (j *Journal) Pair(key []byte, rev int64) (*mvccpb.KeyValue, error) {
 		return nil, err
 	}
 	defer j.life.exit()
+	kv, err := j.pair(key, rev)
+	return kv, j.corrupt(err)
+}
+
+func (j *Journal) pair(key []byte, rev int64) (*mvccpb.KeyValue, error) {
 	snap := j.db.NewSnapshot()
 	defer snap.Close()
 	v, closer, err := snap.Get(recordKey(rev))

@@ -97,7 +97,8 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	jopts := journal.Options{Logger: opts.Logger.With("component", "journal")}
+	corrupt := new(corruptionSink)
+	jopts := journal.Options{Logger: opts.Logger.With("component", "journal"), OnCorrupt: corrupt.report}
 	if id != nil {
 		jopts.ClusterID, jopts.MemberID = id.clusterID, id.memberID
 	}
@@ -189,6 +190,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.log.Info("store restored", "dir", opts.DataDir, "revision", seqStore.Rev(),
 		"compact_revision", compactRev, "keys", seqStore.KeyCount(), "took", time.Since(s.started))
+	corrupt.s.Store(s)
 	return s, nil
 }
 
