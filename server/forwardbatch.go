@@ -38,6 +38,12 @@ const (
 	// forwardBatchBytes bounds a batch's requests (a batch holds at least
 	// one, whatever its size).
 	forwardBatchBytes = 4 << 20
+	// forwardWorkers is how many goroutines the leader keeps to run
+	// forwarded requests. A request runs deep (gRPC's handler, auth, the
+	// sequencer's round trip): on a new goroutine, growing its stack cost
+	// the leader more CPU than the request's own work. Beyond this many at
+	// once, a request gets a goroutine of its own.
+	forwardWorkers = 128
 )
 
 // forwardCall is one request on its way to the leader.
@@ -56,16 +62,48 @@ type forwardResult struct {
 	err     error
 }
 
-// forwarder batches a member's forwarded requests, one queue per leader.
+// forwarder batches a member's forwarded requests, one queue per leader,
+// and runs those forwarded to it on its workers.
 type forwarder struct {
 	s      *Server
 	mu     sync.Mutex
 	queues map[uint64]*batchq.Queue[*forwardCall]
 	closed bool
+
+	work        chan func() // to an idle worker
+	startWorker sync.Once
+	stop        chan struct{} // closed by close: the workers end
 }
 
 func newForwarder(s *Server) *forwarder {
-	return &forwarder{s: s, queues: map[uint64]*batchq.Queue[*forwardCall]{}}
+	return &forwarder{s: s, queues: map[uint64]*batchq.Queue[*forwardCall]{},
+		work: make(chan func()), stop: make(chan struct{})}
+}
+
+// run runs f on an idle worker, or on a goroutine of its own if none is.
+// The workers start with the first forwarded request this member serves.
+func (f *forwarder) run(fn func()) {
+	f.startWorker.Do(func() {
+		for range forwardWorkers {
+			go f.worker()
+		}
+	})
+	select {
+	case f.work <- fn:
+	default:
+		go fn()
+	}
+}
+
+func (f *forwarder) worker() {
+	for {
+		select {
+		case fn := <-f.work:
+			fn()
+		case <-f.stop:
+			return
+		}
+	}
 }
 
 // call forwards req to the leader lead and waits for its answer.
@@ -80,7 +118,7 @@ func (f *forwarder) call(ctx context.Context, lead uint64, req *raftv1.ForwardRe
 	if q == nil {
 		q = batchq.New[*forwardCall]()
 		f.queues[lead] = q
-		go f.run(lead, q)
+		go f.send(lead, q)
 	}
 	f.mu.Unlock()
 	q.Push(c)
@@ -96,16 +134,20 @@ func (f *forwarder) call(ctx context.Context, lead uint64, req *raftv1.ForwardRe
 func (f *forwarder) close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.closed {
+		return
+	}
 	f.closed = true
+	close(f.stop)
 	for _, q := range f.queues {
 		q.Close()
 	}
 }
 
-// run sends lead's queue in batches, up to forwardInFlight at once. It
+// send sends lead's queue in batches, up to forwardInFlight at once. It
 // takes a slot before it takes the queue, so that what arrives while every
 // slot is taken goes in the next batch.
-func (f *forwarder) run(lead uint64, q *batchq.Queue[*forwardCall]) {
+func (f *forwarder) send(lead uint64, q *batchq.Queue[*forwardCall]) {
 	slots := make(chan struct{}, forwardInFlight)
 	for {
 		slots <- struct{}{}
@@ -122,7 +164,7 @@ func (f *forwarder) run(lead uint64, q *batchq.Queue[*forwardCall]) {
 			batch := calls[:n]
 			calls = calls[n:]
 			go func() {
-				f.send(lead, batch)
+				f.sendBatch(lead, batch)
 				<-slots
 			}()
 			if len(calls) > 0 {
@@ -132,8 +174,8 @@ func (f *forwarder) run(lead uint64, q *batchq.Queue[*forwardCall]) {
 	}
 }
 
-// send sends one batch to lead and hands each call its answer.
-func (f *forwarder) send(lead uint64, calls []*forwardCall) {
+// sendBatch sends one batch to lead and hands each call its answer.
+func (f *forwarder) sendBatch(lead uint64, calls []*forwardCall) {
 	s := f.s
 	answer := func(r forwardResult) {
 		for _, c := range calls {
@@ -271,10 +313,10 @@ func (s *Server) serveForward(w http.ResponseWriter, r *http.Request) {
 	var wg sync.WaitGroup
 	for i, fr := range fb.Requests {
 		wg.Add(1)
-		go func() {
+		s.fwd.run(func() {
 			defer wg.Done()
 			out.Responses[i] = s.runForwarded(r.Context(), fr)
-		}()
+		})
 	}
 	wg.Wait()
 	out.AppliedIndex = s.raft.AppliedIndex()
