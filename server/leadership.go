@@ -97,6 +97,10 @@ func (s *Server) applied(at journal.Applied) {
 	l.mu.Unlock()
 }
 
+// ElectionTimeout is --election-timeout: how long a follower waits for
+// its leader before it stands for election.
+func (s *Server) ElectionTimeout() time.Duration { return s.electionTimeout() }
+
 func (s *Server) electionTimeout() time.Duration {
 	co := s.opts.Cluster
 	return time.Duration(co.ElectionTicks) * co.TickInterval

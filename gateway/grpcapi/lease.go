@@ -35,13 +35,25 @@ func (l *leaseServer) LeaseLeases(ctx context.Context, r *pb.LeaseLeasesRequest)
 }
 
 // LeaseKeepAlive answers each request of the stream in order until the
-// client closes its side (nil) or the stream ends (Recv's error). etcd runs
-// this loop on a goroutine of its own so that a lost leader can end the
-// call; a single revd never loses its leadership, and etcd's benchmark tool
-// (clientv3's KeepAliveOnce) opens a stream per renewal, for which a second
-// goroutine, and its stack growth, was a tenth of the CPU.
+// client closes its side (nil) or the stream ends (Recv's error). A stream
+// that requires a leader (clientv3's KeepAlive) runs the loop on a
+// goroutine of its own, as etcd runs every one, so that the member losing
+// its leader ends the call (memberGate) while Recv waits. Others run it
+// here: etcd's benchmark tool (clientv3's KeepAliveOnce) opens a stream per
+// renewal, for which a second goroutine, and its stack growth, was a tenth
+// of the CPU.
 func (l *leaseServer) LeaseKeepAlive(stream pb.Lease_LeaseKeepAliveServer) error {
-	return l.keepAlive(stream)
+	if !requiresLeader(stream.Context()) {
+		return l.keepAlive(stream)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.keepAlive(stream) }()
+	select {
+	case err := <-done:
+		return err
+	case <-stream.Context().Done():
+		return stream.Context().Err()
+	}
 }
 
 func (l *leaseServer) keepAlive(stream pb.Lease_LeaseKeepAliveServer) error {
