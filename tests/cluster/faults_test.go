@@ -97,6 +97,37 @@ func TestKillLeader(t *testing.T) {
 	}
 }
 
+// TestFiveMembers: a 5-member cluster loses two members at once, its
+// leader and a follower (SIGKILL), under 16 writers through every member:
+// the other three elect a leader and go on; the two restart and catch up;
+// no acknowledged write is lost on any member.
+func TestFiveMembers(t *testing.T) {
+	c := testutil.StartCluster(t, testutil.KindRevd, testutil.ClusterOptions{Members: 5})
+	w := startWriters(t, c.Client(), 16)
+	waitWrites(t, w, 200)
+	lead := c.Leader()
+	other := (lead + 2) % len(c.Members)
+	w.since()
+	c.Members[lead].Kill()
+	c.Members[other].Kill()
+	t.Logf("first write acknowledged %v after two of five members were killed", w.firstAck(t, 10*electionTimeout))
+	if now := c.Leader(); now == lead || now == other {
+		t.Fatal("a killed member still leads")
+	}
+	waitWrites(t, w, 200)
+	for _, i := range []int{lead, other} {
+		if err := c.Members[i].Restart(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitWrites(t, w, 100)
+	w.halt()
+	converge(t, c)
+	for i := range c.Members {
+		w.check(t, c.Client(i), c.Names[i])
+	}
+}
+
 // TestPauseFollower: a follower stopped (SIGSTOP) does not stop the
 // cluster; resumed (SIGCONT), it catches up.
 func TestPauseFollower(t *testing.T) {
