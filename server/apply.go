@@ -11,6 +11,7 @@ import (
 	"revd/actors/sequencer"
 	"revd/journal"
 	raftv1 "revd/protos/revd/raft/v1"
+	"revd/server/authgate"
 )
 
 // applier is the server as raft's state machine (raftnode.StateMachine):
@@ -46,9 +47,12 @@ func (a *applier) Apply(ent *raftpb.Entry) (uint64, error) {
 	if proposer, seq := entryOrigin(data); proposer == s.meta.MemberID {
 		own = s.props.take(seq)
 	}
-	var attrs *raftv1.MemberAttributes
+	var (
+		attrs *raftv1.MemberAttributes
+		token *raftv1.SimpleToken
+	)
 	if own != nil {
-		b, values, attrs = own.batch, own.values, own.attrs
+		b, values, attrs, token = own.batch, own.values, own.attrs, own.token
 		if b == nil {
 			b = &sequencer.Batch{}
 		}
@@ -61,7 +65,7 @@ func (a *applier) Apply(ent *raftpb.Entry) (uint64, error) {
 		for i, r := range entry.Records {
 			values[i] = r.Value
 		}
-		attrs = entry.Attributes
+		attrs, token = entry.Attributes, entry.Token
 	}
 	if n := len(b.Records); n > 0 {
 		if first, last := b.Records[0].Revision, s.committed.Load(); first != last+1 {
@@ -118,6 +122,9 @@ func (a *applier) Apply(ent *raftpb.Entry) (uint64, error) {
 		if b.SetAlarms {
 			s.alarms.Follow(b.Alarms)
 		}
+	}
+	if token != nil {
+		s.auth.AssignToken(authgate.SimpleToken{User: token.User, Prefix: token.Prefix, Index: token.Index})
 	}
 	s.fan.Publish(b)
 	s.applied(at)

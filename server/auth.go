@@ -8,6 +8,7 @@ import (
 
 	"revd/actors/sequencer"
 	"revd/journal"
+	"revd/server/authgate"
 )
 
 // authChecks are the checks of etcd's auth layer that the KV, lease and
@@ -54,6 +55,9 @@ type authChecks interface {
 	// Reload reads the store again from the journal (a snapshot's).
 	Follow(changes []journal.AuthChange)
 	Reload() error
+	// AssignToken assigns a simple token the log carries (the applier's,
+	// on every member).
+	AssignToken(t authgate.SimpleToken)
 	// Close stops the token provider's timers.
 	Close()
 }

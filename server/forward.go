@@ -78,6 +78,7 @@ func init() {
 		"MemberUpdate":         on(clusterService, (*cluster.Service).MemberUpdate),
 		"MemberPromote":        on(clusterService, (*cluster.Service).MemberPromote),
 		"publishAttributes":    method((*Server).publishAttributes),
+		"shareToken":           method((*Server).shareToken),
 	}
 }
 

@@ -28,6 +28,20 @@ func (s *Server) publishAttributes(ctx context.Context, a *raftv1.MemberAttribut
 	})
 }
 
+// shareToken proposes a simple auth token (the leader's end), for
+// authgate.Options.ShareToken.
+func (s *Server) shareToken(ctx context.Context, t *raftv1.SimpleToken) (*raftv1.SimpleToken, error) {
+	return atLeader(s, ctx, "shareToken", t, func() (*raftv1.SimpleToken, error) {
+		if !s.lead.ready() {
+			return nil, errNotLeaderHere
+		}
+		if err := s.props.shareToken(t); err != nil {
+			return nil, outcomeErr(err)
+		}
+		return t, nil
+	})
+}
+
 // publishMember publishes this member's attributes on every start, as etcd
 // does, until this member applied them or the server closes, trying again
 // every election timeout; then it closes s.ready.

@@ -29,9 +29,10 @@ type proposals struct {
 }
 
 type proposal struct {
-	batch  *sequencer.Batch // nil for a proposal of attributes
+	batch  *sequencer.Batch // nil for a proposal of attributes or of a token
 	values [][]byte         // the records' encoded values, as journaled
 	attrs  *raftv1.MemberAttributes
+	token  *raftv1.SimpleToken
 	term   uint64 // the term it was proposed in
 	done   chan error
 }
@@ -59,6 +60,21 @@ func (l *proposals) publish(a *raftv1.MemberAttributes) error {
 		return err
 	}
 	done, err := l.propose(seq, data, &proposal{attrs: a})
+	if err != nil {
+		return err
+	}
+	return <-done
+}
+
+// shareToken proposes a simple auth token and waits until this member
+// applied it.
+func (l *proposals) shareToken(t *raftv1.SimpleToken) error {
+	seq := l.seq()
+	data, err := proto.Marshal(&raftv1.Entry{Proposer: l.s.meta.MemberID, Proposal: seq, Token: t})
+	if err != nil {
+		return err
+	}
+	done, err := l.propose(seq, data, &proposal{token: t})
 	if err != nil {
 		return err
 	}

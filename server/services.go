@@ -8,6 +8,7 @@ import (
 
 	"revd/actors/sequencer"
 	"revd/journal"
+	raftv1 "revd/protos/revd/raft/v1"
 	"revd/server/alarm"
 	"revd/server/authgate"
 	"revd/server/cluster"
@@ -78,14 +79,18 @@ func (s *Server) openServices() error {
 		WritesFailed: s.failedErr,
 		OnChange:     s.opts.OnAuthChange,
 		LeaseKeys:    s.lease.keys,
-		Logger:       s.log.With("component", "auth"),
+		ShareToken: func(ctx context.Context, t authgate.SimpleToken) error {
+			_, err := s.shareToken(authgate.AsServer(ctx), &raftv1.SimpleToken{User: t.User, Prefix: t.Prefix, Index: t.Index})
+			return err
+		},
+		Logger: s.log.With("component", "auth"),
 	})
 	if err != nil {
 		return err
 	}
 	s.auth = g
 	s.lease.auth = g
-	s.authService = authgate.NewService(g, authgate.ServiceOptions{Header: s.Header, AtLeader: toLeader})
+	s.authService = authgate.NewService(g, authgate.ServiceOptions{Header: s.Header, AtLeader: toLeader, Linearize: s.linearize})
 
 	s.maint = maintenance.New(maintenance.Options{
 		ClusterID:    s.meta.ClusterID,
@@ -107,7 +112,8 @@ func (s *Server) openServices() error {
 			s.fill(h)
 			return h
 		},
-		AtLeader: toLeader,
+		AtLeader:  toLeader,
+		Linearize: s.linearize,
 	})
 	return nil
 }

@@ -46,6 +46,9 @@ type backend struct {
 	// lost is set when a commit was lost to a leader change (its changes
 	// are in memory, not in the log): the gate reloads the backend.
 	lost bool
+	// dry, while the gate runs a store call for its side effects alone
+	// (Gate.Follow), keeps the call's writes from the state and the log.
+	dry bool
 
 	mu      sync.RWMutex // guards the state below; batch holders write it
 	enabled bool
@@ -221,6 +224,9 @@ func (b *backend) apply(changes []journal.AuthChange) {
 }
 
 func (t batchTx) change(c journal.AuthChange, apply func()) {
+	if t.b.dry {
+		return
+	}
 	t.b.mu.Lock()
 	apply()
 	t.b.mu.Unlock()

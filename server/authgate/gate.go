@@ -1,7 +1,9 @@
 package authgate
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/server/v3/auth"
 	"google.golang.org/grpc/codes"
@@ -77,6 +80,12 @@ type Options struct {
 	// the change's request is answered, with whether authentication was
 	// turned on or off (server.Options.OnAuthChange).
 	OnChange func(switched bool)
+	// ShareToken, if set, carries a simple token (--auth-token simple)
+	// through the cluster's log and returns once this member applied it
+	// (and so called AssignToken), or with the reason it was not: every
+	// member then knows it, as every etcd member knows the tokens any of
+	// them issued. Unset, a member's tokens are its own.
+	ShareToken func(ctx context.Context, t SimpleToken) error
 	// LeaseKeys lists the keys lease id holds (none if it does not exist),
 	// for the checks of a put on a lease and of the lease calls.
 	LeaseKeys func(ctx context.Context, id int64) ([][]byte, error)
@@ -117,6 +126,8 @@ type Gate struct {
 	// admitNoUser is AdmitAs(nil), made once: every write that arrives
 	// with authentication off carries it.
 	admitNoUser func(sequencer.LeaseKeys) error
+	// tokens are the Authenticate calls waiting for their simple token.
+	tokens tokenWaits
 }
 
 // The gate's modes. modeBroken follows an auth change whose commit failed:
@@ -385,6 +396,7 @@ func (g *Gate) changeLocked(ctx context.Context, req proto.Message, f func() err
 func (g *Gate) Follow(changes []journal.AuthChange) {
 	g.mu.Lock()
 	before := g.mode.Load()
+	g.endTokens(changes)
 	g.be.apply(changes)
 	g.store.Recover(g.be)
 	g.setMode()
@@ -393,6 +405,52 @@ func (g *Gate) Follow(changes []journal.AuthChange) {
 	if g.opts.OnChange != nil {
 		g.opts.OnChange(before != after)
 	}
+}
+
+// endTokens ends the tokens that changes end, as etcd's store ends them
+// when each member applies the change: those of users deleted or whose
+// password changed, and every simple token when authentication is turned
+// off. The token provider is the store's own, so the gate runs the store's
+// calls that end them (their other effects are those of the changes,
+// applied next), on the backend, dry: their writes go nowhere. Under mu.
+func (g *Gate) endTokens(changes []journal.AuthChange) {
+	var users []string
+	disable := false
+	for _, c := range changes {
+		switch {
+		case c.DeleteUser != "":
+			users = append(users, c.DeleteUser)
+		case c.PutUser != nil:
+			if old := g.be.GetUser(string(c.PutUser.Name)); old != nil && !bytes.Equal(old.Password, c.PutUser.Password) {
+				users = append(users, string(c.PutUser.Name))
+			}
+		case c.Enabled != nil && !*c.Enabled:
+			disable = true
+		}
+	}
+	if len(users) == 0 && !disable {
+		return
+	}
+	g.be.batchMu.Lock()
+	g.be.dry = true
+	g.be.batchMu.Unlock()
+	for _, name := range users {
+		u := g.be.GetUser(name)
+		if u == nil {
+			continue
+		}
+		// A password change ends the user's tokens, as a deletion does;
+		// the store refuses to delete root while authentication is on.
+		// (The request carries a hash base64-encoded, as etcd's log does.)
+		_, _ = g.store.UserChangePassword(&pb.AuthUserChangePasswordRequest{Name: name,
+			HashedPassword: base64.StdEncoding.EncodeToString(u.Password)})
+	}
+	if disable {
+		g.store.AuthDisable()
+	}
+	g.be.batchMu.Lock()
+	g.be.dry = false
+	g.be.batchMu.Unlock()
 }
 
 // Reload puts the auth store back to what the journal holds, once the

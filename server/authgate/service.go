@@ -43,6 +43,12 @@ type ServiceOptions struct {
 	// member forwarded the request here), at the leader otherwise (package
 	// server forwards it there as the Service method name, with req).
 	AtLeader func(ctx context.Context, name string, req proto.Message, local func() (proto.Message, error)) (proto.Message, error)
+	// Linearize, if set, waits until this member applied every change
+	// acknowledged before the call (raft's read index): Authenticate and
+	// the auth reads run after it, so that they see a change made through
+	// another member, as etcd's do (its reads of the auth store go through
+	// its log, and its Authenticate waits for a read index first).
+	Linearize func(ctx context.Context) error
 }
 
 // NewService returns the Auth service on g.
@@ -55,6 +61,9 @@ func NewService(g *Gate, opts ServiceOptions) *Service {
 // role, or one open allows (nil: none).
 func authRead[Req proto.Message, Resp proto.Message](s *Service, ctx context.Context, r Req, open func(*auth.AuthInfo) bool, read func(Req) (Resp, error)) (Resp, error) {
 	var zero Resp
+	if err := s.linearize(ctx); err != nil {
+		return zero, err
+	}
 	g := s.g
 	g.mu.RLock()
 	defer g.mu.RUnlock()
@@ -76,6 +85,14 @@ func authRead[Req proto.Message, Resp proto.Message](s *Service, ctx context.Con
 		return zero, authError(err)
 	}
 	return withHeader(s.opts.Header(), resp), nil
+}
+
+// linearize runs ServiceOptions.Linearize, if set.
+func (s *Service) linearize(ctx context.Context) error {
+	if s.opts.Linearize == nil {
+		return nil
+	}
+	return s.opts.Linearize(ctx)
 }
 
 // anyone opens a read to every caller.
@@ -140,12 +157,16 @@ func (s *Service) AuthStatus(ctx context.Context, r *pb.AuthStatusRequest) (*pb.
 	})
 }
 
-// Authenticate checks the password (bcrypt, outside any lock), then issues
-// a token; if the auth store changed meanwhile it checks again, as etcd
-// does. A simple token is "<16 random letters>.<the revision it was issued
-// at>" (etcd's has its raft index there). The caller's own token is not
-// looked at.
+// Authenticate waits for a read index, checks the password (bcrypt,
+// outside any lock), then issues a token (a simple one through the log,
+// see token.go); if the auth store changed meanwhile it checks again, as
+// etcd does. A simple token is "<16 random letters>.<the revision it was
+// issued at>" (etcd's has its raft index there). The caller's own token is
+// not looked at.
 func (s *Service) Authenticate(ctx context.Context, r *pb.AuthenticateRequest) (*pb.AuthenticateResponse, error) {
+	if err := s.linearize(ctx); err != nil {
+		return nil, err
+	}
 	g := s.g
 	for {
 		if g.mode.Load() == modeBroken {
@@ -162,15 +183,11 @@ func (s *Service) Authenticate(ctx context.Context, r *pb.AuthenticateRequest) (
 		if err != nil {
 			return nil, authError(err)
 		}
-		actx := context.WithValue(context.WithValue(ctx, auth.AuthenticateParamIndex{}, uint64(s.opts.Header().Revision)),
-			auth.AuthenticateParamSimpleTokenPrefix{}, prefix)
-		g.mu.RLock()
-		resp, err := g.store.Authenticate(actx, r.Name, r.Password)
-		current := g.store.Revision()
-		g.mu.RUnlock()
+		resp, err := g.assignToken(ctx, SimpleToken{User: r.Name, Prefix: prefix, Index: uint64(s.opts.Header().Revision)})
 		if err != nil {
 			return nil, authError(err)
 		}
+		current := g.store.Revision()
 		if checked == current {
 			resp.Header = s.opts.Header()
 			return resp, nil

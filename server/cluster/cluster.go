@@ -63,6 +63,10 @@ type Options struct {
 	// forwarded the request here), at the leader otherwise (package server
 	// forwards it there as the Service method name, with req).
 	AtLeader func(ctx context.Context, name string, req proto.Message, local func() (proto.Message, error)) (proto.Message, error)
+	// Linearize, if set, waits until this member applied every change
+	// acknowledged before the call (raft's read index), for a MemberList
+	// that asks to be linearizable (clientv3's default), as etcd's does.
+	Linearize func(ctx context.Context) error
 }
 
 // Service answers etcd's Cluster service. Its methods are safe for
@@ -94,9 +98,14 @@ func atLeader[Resp proto.Message](s *Service, ctx context.Context, name string, 
 
 // MemberList answers Cluster.MemberList: the members as this member
 // applied them.
-func (s *Service) MemberList(ctx context.Context, _ *pb.MemberListRequest) (*pb.MemberListResponse, error) {
+func (s *Service) MemberList(ctx context.Context, r *pb.MemberListRequest) (*pb.MemberListResponse, error) {
 	if err := s.opts.Access.RequireUser(ctx); err != nil {
 		return nil, err
+	}
+	if r.Linearizable && s.opts.Linearize != nil {
+		if err := s.opts.Linearize(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return &pb.MemberListResponse{Header: s.opts.Header(), Members: s.opts.Membership.Members()}, nil
 }

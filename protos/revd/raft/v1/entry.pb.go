@@ -54,7 +54,11 @@ type Entry struct {
 	Alarms    []*Alarm `protobuf:"bytes,9,rep,name=alarms,proto3" json:"alarms,omitempty"`
 	// attributes, when set, publish a member's name and client URLs (as
 	// etcd's publish does after a member starts).
-	Attributes    *MemberAttributes `protobuf:"bytes,10,opt,name=attributes,proto3" json:"attributes,omitempty"`
+	Attributes *MemberAttributes `protobuf:"bytes,10,opt,name=attributes,proto3" json:"attributes,omitempty"`
+	// token, when set, assigns a simple auth token (--auth-token simple) on
+	// every member, as etcd's Authenticate request does through its log, so
+	// that a token one member issued is valid on all of them.
+	Token         *SimpleToken `protobuf:"bytes,11,opt,name=token,proto3" json:"token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -159,6 +163,76 @@ func (x *Entry) GetAttributes() *MemberAttributes {
 	return nil
 }
 
+func (x *Entry) GetToken() *SimpleToken {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+// SimpleToken is a simple auth token for user: "<prefix>.<index>", as
+// etcd's auth store makes it. The member that checked the user's password
+// drew the prefix.
+type SimpleToken struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Prefix        string                 `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Index         uint64                 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SimpleToken) Reset() {
+	*x = SimpleToken{}
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SimpleToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SimpleToken) ProtoMessage() {}
+
+func (x *SimpleToken) ProtoReflect() protoreflect.Message {
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SimpleToken.ProtoReflect.Descriptor instead.
+func (*SimpleToken) Descriptor() ([]byte, []int) {
+	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SimpleToken) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *SimpleToken) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *SimpleToken) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 // Record is one revision: the journal's record value for it (a CRC-32C
 // and a revd.journal.v1.Record payload, see journal/doc.go), so that every
 // member stores the bytes the leader encoded, checked end to end.
@@ -172,7 +246,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[1]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -184,7 +258,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[1]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -197,7 +271,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{1}
+	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Record) GetRevision() int64 {
@@ -230,7 +304,7 @@ type LeaseChange struct {
 
 func (x *LeaseChange) Reset() {
 	*x = LeaseChange{}
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[2]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -242,7 +316,7 @@ func (x *LeaseChange) String() string {
 func (*LeaseChange) ProtoMessage() {}
 
 func (x *LeaseChange) ProtoReflect() protoreflect.Message {
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[2]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -255,7 +329,7 @@ func (x *LeaseChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseChange.ProtoReflect.Descriptor instead.
 func (*LeaseChange) Descriptor() ([]byte, []int) {
-	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{2}
+	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *LeaseChange) GetId() int64 {
@@ -311,7 +385,7 @@ type AuthChange struct {
 
 func (x *AuthChange) Reset() {
 	*x = AuthChange{}
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[3]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -323,7 +397,7 @@ func (x *AuthChange) String() string {
 func (*AuthChange) ProtoMessage() {}
 
 func (x *AuthChange) ProtoReflect() protoreflect.Message {
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[3]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -336,7 +410,7 @@ func (x *AuthChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthChange.ProtoReflect.Descriptor instead.
 func (*AuthChange) Descriptor() ([]byte, []int) {
-	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{3}
+	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AuthChange) GetChange() isAuthChange_Change {
@@ -450,7 +524,7 @@ type Alarm struct {
 
 func (x *Alarm) Reset() {
 	*x = Alarm{}
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[4]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +536,7 @@ func (x *Alarm) String() string {
 func (*Alarm) ProtoMessage() {}
 
 func (x *Alarm) ProtoReflect() protoreflect.Message {
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[4]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +549,7 @@ func (x *Alarm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Alarm.ProtoReflect.Descriptor instead.
 func (*Alarm) Descriptor() ([]byte, []int) {
-	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{4}
+	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Alarm) GetMemberId() uint64 {
@@ -503,7 +577,7 @@ type MemberAttributes struct {
 
 func (x *MemberAttributes) Reset() {
 	*x = MemberAttributes{}
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[5]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -515,7 +589,7 @@ func (x *MemberAttributes) String() string {
 func (*MemberAttributes) ProtoMessage() {}
 
 func (x *MemberAttributes) ProtoReflect() protoreflect.Message {
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[5]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -528,7 +602,7 @@ func (x *MemberAttributes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberAttributes.ProtoReflect.Descriptor instead.
 func (*MemberAttributes) Descriptor() ([]byte, []int) {
-	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{5}
+	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MemberAttributes) GetMemberId() uint64 {
@@ -567,7 +641,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[6]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +653,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[6]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +666,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{6}
+	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Member) GetId() uint64 {
@@ -644,7 +718,7 @@ type ClusterState struct {
 
 func (x *ClusterState) Reset() {
 	*x = ClusterState{}
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[7]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -656,7 +730,7 @@ func (x *ClusterState) String() string {
 func (*ClusterState) ProtoMessage() {}
 
 func (x *ClusterState) ProtoReflect() protoreflect.Message {
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[7]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -669,7 +743,7 @@ func (x *ClusterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterState.ProtoReflect.Descriptor instead.
 func (*ClusterState) Descriptor() ([]byte, []int) {
-	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{7}
+	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ClusterState) GetMembers() []*Member {
@@ -714,7 +788,7 @@ type ForwardRequest struct {
 
 func (x *ForwardRequest) Reset() {
 	*x = ForwardRequest{}
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[8]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +800,7 @@ func (x *ForwardRequest) String() string {
 func (*ForwardRequest) ProtoMessage() {}
 
 func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[8]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +813,7 @@ func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardRequest.ProtoReflect.Descriptor instead.
 func (*ForwardRequest) Descriptor() ([]byte, []int) {
-	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{8}
+	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ForwardRequest) GetMethod() string {
@@ -802,7 +876,7 @@ type ForwardResponse struct {
 
 func (x *ForwardResponse) Reset() {
 	*x = ForwardResponse{}
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[9]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -814,7 +888,7 @@ func (x *ForwardResponse) String() string {
 func (*ForwardResponse) ProtoMessage() {}
 
 func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[9]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -827,7 +901,7 @@ func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardResponse.ProtoReflect.Descriptor instead.
 func (*ForwardResponse) Descriptor() ([]byte, []int) {
-	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{9}
+	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ForwardResponse) GetResponse() []byte {
@@ -876,7 +950,7 @@ type ForwardBatch struct {
 
 func (x *ForwardBatch) Reset() {
 	*x = ForwardBatch{}
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[10]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +962,7 @@ func (x *ForwardBatch) String() string {
 func (*ForwardBatch) ProtoMessage() {}
 
 func (x *ForwardBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[10]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +975,7 @@ func (x *ForwardBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardBatch.ProtoReflect.Descriptor instead.
 func (*ForwardBatch) Descriptor() ([]byte, []int) {
-	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{10}
+	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ForwardBatch) GetRequests() []*ForwardRequest {
@@ -923,7 +997,7 @@ type ForwardBatchResponse struct {
 
 func (x *ForwardBatchResponse) Reset() {
 	*x = ForwardBatchResponse{}
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[11]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1009,7 @@ func (x *ForwardBatchResponse) String() string {
 func (*ForwardBatchResponse) ProtoMessage() {}
 
 func (x *ForwardBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[11]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1022,7 @@ func (x *ForwardBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardBatchResponse.ProtoReflect.Descriptor instead.
 func (*ForwardBatchResponse) Descriptor() ([]byte, []int) {
-	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{11}
+	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ForwardBatchResponse) GetResponses() []*ForwardResponse {
@@ -978,7 +1052,7 @@ type MemberChange struct {
 
 func (x *MemberChange) Reset() {
 	*x = MemberChange{}
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[12]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1064,7 @@ func (x *MemberChange) String() string {
 func (*MemberChange) ProtoMessage() {}
 
 func (x *MemberChange) ProtoReflect() protoreflect.Message {
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[12]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1077,7 @@ func (x *MemberChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberChange.ProtoReflect.Descriptor instead.
 func (*MemberChange) Descriptor() ([]byte, []int) {
-	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{12}
+	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MemberChange) GetProposer() uint64 {
@@ -1033,7 +1107,7 @@ const file_revd_raft_v1_entry_proto_rawDesc = "" +
 	"\n" +
 	"\x18revd/raft/v1/entry.proto\x12\frevd.raft.v1\x1a\n" +
 	"auth.proto\x1a\n" +
-	"raft.proto\"\xa1\x03\n" +
+	"raft.proto\"\xd2\x03\n" +
 	"\x05Entry\x12\x1a\n" +
 	"\bproposer\x18\x01 \x01(\x04R\bproposer\x12\x1a\n" +
 	"\bproposal\x18\x02 \x01(\x04R\bproposal\x12.\n" +
@@ -1048,7 +1122,12 @@ const file_revd_raft_v1_entry_proto_rawDesc = "" +
 	"\n" +
 	"attributes\x18\n" +
 	" \x01(\v2\x1e.revd.raft.v1.MemberAttributesR\n" +
-	"attributes\":\n" +
+	"attributes\x12/\n" +
+	"\x05token\x18\v \x01(\v2\x19.revd.raft.v1.SimpleTokenR\x05token\"O\n" +
+	"\vSimpleToken\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x16\n" +
+	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\":\n" +
 	"\x06Record\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"w\n" +
@@ -1126,43 +1205,45 @@ func file_revd_raft_v1_entry_proto_rawDescGZIP() []byte {
 	return file_revd_raft_v1_entry_proto_rawDescData
 }
 
-var file_revd_raft_v1_entry_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_revd_raft_v1_entry_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_revd_raft_v1_entry_proto_goTypes = []any{
 	(*Entry)(nil),                // 0: revd.raft.v1.Entry
-	(*Record)(nil),               // 1: revd.raft.v1.Record
-	(*LeaseChange)(nil),          // 2: revd.raft.v1.LeaseChange
-	(*AuthChange)(nil),           // 3: revd.raft.v1.AuthChange
-	(*Alarm)(nil),                // 4: revd.raft.v1.Alarm
-	(*MemberAttributes)(nil),     // 5: revd.raft.v1.MemberAttributes
-	(*Member)(nil),               // 6: revd.raft.v1.Member
-	(*ClusterState)(nil),         // 7: revd.raft.v1.ClusterState
-	(*ForwardRequest)(nil),       // 8: revd.raft.v1.ForwardRequest
-	(*ForwardResponse)(nil),      // 9: revd.raft.v1.ForwardResponse
-	(*ForwardBatch)(nil),         // 10: revd.raft.v1.ForwardBatch
-	(*ForwardBatchResponse)(nil), // 11: revd.raft.v1.ForwardBatchResponse
-	(*MemberChange)(nil),         // 12: revd.raft.v1.MemberChange
-	(*authpb.User)(nil),          // 13: authpb.User
-	(*authpb.Role)(nil),          // 14: authpb.Role
-	(*raftpb.ConfState)(nil),     // 15: raftpb.ConfState
+	(*SimpleToken)(nil),          // 1: revd.raft.v1.SimpleToken
+	(*Record)(nil),               // 2: revd.raft.v1.Record
+	(*LeaseChange)(nil),          // 3: revd.raft.v1.LeaseChange
+	(*AuthChange)(nil),           // 4: revd.raft.v1.AuthChange
+	(*Alarm)(nil),                // 5: revd.raft.v1.Alarm
+	(*MemberAttributes)(nil),     // 6: revd.raft.v1.MemberAttributes
+	(*Member)(nil),               // 7: revd.raft.v1.Member
+	(*ClusterState)(nil),         // 8: revd.raft.v1.ClusterState
+	(*ForwardRequest)(nil),       // 9: revd.raft.v1.ForwardRequest
+	(*ForwardResponse)(nil),      // 10: revd.raft.v1.ForwardResponse
+	(*ForwardBatch)(nil),         // 11: revd.raft.v1.ForwardBatch
+	(*ForwardBatchResponse)(nil), // 12: revd.raft.v1.ForwardBatchResponse
+	(*MemberChange)(nil),         // 13: revd.raft.v1.MemberChange
+	(*authpb.User)(nil),          // 14: authpb.User
+	(*authpb.Role)(nil),          // 15: authpb.Role
+	(*raftpb.ConfState)(nil),     // 16: raftpb.ConfState
 }
 var file_revd_raft_v1_entry_proto_depIdxs = []int32{
-	1,  // 0: revd.raft.v1.Entry.records:type_name -> revd.raft.v1.Record
-	2,  // 1: revd.raft.v1.Entry.leases:type_name -> revd.raft.v1.LeaseChange
-	3,  // 2: revd.raft.v1.Entry.auth:type_name -> revd.raft.v1.AuthChange
-	4,  // 3: revd.raft.v1.Entry.alarms:type_name -> revd.raft.v1.Alarm
-	5,  // 4: revd.raft.v1.Entry.attributes:type_name -> revd.raft.v1.MemberAttributes
-	13, // 5: revd.raft.v1.AuthChange.put_user:type_name -> authpb.User
-	14, // 6: revd.raft.v1.AuthChange.put_role:type_name -> authpb.Role
-	6,  // 7: revd.raft.v1.ClusterState.members:type_name -> revd.raft.v1.Member
-	15, // 8: revd.raft.v1.ClusterState.conf_state:type_name -> raftpb.ConfState
-	8,  // 9: revd.raft.v1.ForwardBatch.requests:type_name -> revd.raft.v1.ForwardRequest
-	9,  // 10: revd.raft.v1.ForwardBatchResponse.responses:type_name -> revd.raft.v1.ForwardResponse
-	6,  // 11: revd.raft.v1.MemberChange.member:type_name -> revd.raft.v1.Member
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	2,  // 0: revd.raft.v1.Entry.records:type_name -> revd.raft.v1.Record
+	3,  // 1: revd.raft.v1.Entry.leases:type_name -> revd.raft.v1.LeaseChange
+	4,  // 2: revd.raft.v1.Entry.auth:type_name -> revd.raft.v1.AuthChange
+	5,  // 3: revd.raft.v1.Entry.alarms:type_name -> revd.raft.v1.Alarm
+	6,  // 4: revd.raft.v1.Entry.attributes:type_name -> revd.raft.v1.MemberAttributes
+	1,  // 5: revd.raft.v1.Entry.token:type_name -> revd.raft.v1.SimpleToken
+	14, // 6: revd.raft.v1.AuthChange.put_user:type_name -> authpb.User
+	15, // 7: revd.raft.v1.AuthChange.put_role:type_name -> authpb.Role
+	7,  // 8: revd.raft.v1.ClusterState.members:type_name -> revd.raft.v1.Member
+	16, // 9: revd.raft.v1.ClusterState.conf_state:type_name -> raftpb.ConfState
+	9,  // 10: revd.raft.v1.ForwardBatch.requests:type_name -> revd.raft.v1.ForwardRequest
+	10, // 11: revd.raft.v1.ForwardBatchResponse.responses:type_name -> revd.raft.v1.ForwardResponse
+	7,  // 12: revd.raft.v1.MemberChange.member:type_name -> revd.raft.v1.Member
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_revd_raft_v1_entry_proto_init() }
@@ -1170,7 +1251,7 @@ func file_revd_raft_v1_entry_proto_init() {
 	if File_revd_raft_v1_entry_proto != nil {
 		return
 	}
-	file_revd_raft_v1_entry_proto_msgTypes[3].OneofWrappers = []any{
+	file_revd_raft_v1_entry_proto_msgTypes[4].OneofWrappers = []any{
 		(*AuthChange_Enabled)(nil),
 		(*AuthChange_Revision)(nil),
 		(*AuthChange_PutUser)(nil),
@@ -1184,7 +1265,7 @@ func file_revd_raft_v1_entry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_revd_raft_v1_entry_proto_rawDesc), len(file_revd_raft_v1_entry_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
