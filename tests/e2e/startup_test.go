@@ -72,9 +72,13 @@ func TestRevdStartupErrors(t *testing.T) {
 		}
 	}
 	missing := filepath.Join(t.TempDir(), "no-such-cert.pem")
-	ports := testutil.FreePorts(t, 2)
+	// Every port is free: these runs must stop on what they test, not on
+	// a port (the peer port's default, 2380, among them) some other
+	// process holds.
+	ports := testutil.FreePorts(t, 3)
 	code, out = runRevd(t, "--data-dir", t.TempDir(), "--cert-file", missing, "--key-file", missing,
-		"--listen-client-urls", "https://127.0.0.1:"+strconv.Itoa(ports[0]), "--nats-listen", "127.0.0.1:"+strconv.Itoa(ports[1]))
+		"--listen-client-urls", "https://127.0.0.1:"+strconv.Itoa(ports[0]), "--nats-listen", "127.0.0.1:"+strconv.Itoa(ports[1]),
+		"--listen-peer-urls", peerURL(ports[2]), "--initial-advertise-peer-urls", peerURL(ports[2]))
 	if code != 1 || !strings.Contains(out, "no-such-cert.pem: no such file or directory") {
 		t.Errorf("missing certificate file: exit %d, stderr %q", code, out)
 	}
@@ -83,9 +87,10 @@ func TestRevdStartupErrors(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(foreign, "notes.txt"), []byte("mine"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ports = testutil.FreePorts(t, 2)
+	ports = testutil.FreePorts(t, 3)
 	code, out = runRevd(t, "--data-dir", foreign, "--auto-tls",
-		"--listen-client-urls", "https://127.0.0.1:"+strconv.Itoa(ports[0]), "--nats-listen", "127.0.0.1:"+strconv.Itoa(ports[1]))
+		"--listen-client-urls", "https://127.0.0.1:"+strconv.Itoa(ports[0]), "--nats-listen", "127.0.0.1:"+strconv.Itoa(ports[1]),
+		"--listen-peer-urls", peerURL(ports[2]), "--initial-advertise-peer-urls", peerURL(ports[2]))
 	if code != 1 || !strings.Contains(out, "not a revd data directory") {
 		t.Errorf("foreign data dir with --auto-tls: exit %d, stderr %q", code, out)
 	}
@@ -116,3 +121,6 @@ func TestRevdStartupErrors(t *testing.T) {
 		t.Errorf("foreign data dir: exit %d, stderr %q", code, out)
 	}
 }
+
+// peerURL is a loopback peer URL on port.
+func peerURL(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
