@@ -258,6 +258,9 @@ func (f *forwarder) sendBatch(lead uint64, calls []*forwardCall) {
 	}
 	for i, c := range calls {
 		r := forwardResult{resp: out.Responses[i], applied: out.AppliedIndex}
+		if a := r.resp.AppliedIndex; a != 0 {
+			r.applied = a
+		}
 		if r.resp.NotLeader {
 			r = forwardResult{err: errNotLeaderHere}
 		}
@@ -334,7 +337,9 @@ func (s *Server) runForwarded(ctx context.Context, fr *raftv1.ForwardRequest) *r
 		ai = &auth.AuthInfo{Username: fr.User, Revision: fr.AuthRevision}
 	}
 	resp, err := forwardMethods[fr.Method].call(s, authgate.FromMember(ctx, ai), fr.Request)
-	out := &raftv1.ForwardResponse{}
+	// What the request did is applied here by now: the forwarding member
+	// waits for this index, not for the batch's last.
+	out := &raftv1.ForwardResponse{AppliedIndex: s.raft.AppliedIndex()}
 	switch {
 	case errors.Is(err, errNotLeaderHere):
 		out.NotLeader = true
