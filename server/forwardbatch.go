@@ -230,7 +230,12 @@ func (f *forwarder) sendBatch(lead uint64, calls []*forwardCall) {
 			answer(forwardResult{err: errLeaderUnreachable})
 			return
 		}
-		// Whether the leader got them is unknown: etcd's answer.
+		// Whether the leader got them is unknown: etcd's answer. The
+		// other connections kept open to it are likely dead too (it was
+		// killed, or restarted): closed, so that the next batches dial,
+		// and wait for a leader if none answers, rather than fail the same
+		// way, their outcome unknown to their clients.
+		s.peerClient.CloseIdleConnections()
 		answer(forwardResult{err: rpctypes.ErrGRPCTimeoutDueToConnectionLost})
 		return
 	}

@@ -31,6 +31,11 @@ func (h *history) add(client int, in kvInput, call int64, out kvOutput) {
 	defer h.mu.Unlock()
 	ret := h.now()
 	if out.failed {
+		if in.kind == opGet {
+			// A read that failed changed nothing and told nothing: left
+			// out, it costs the check nothing.
+			return
+		}
 		ret = 1 << 62 // may take effect any time after its call
 	}
 	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
