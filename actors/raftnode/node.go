@@ -67,6 +67,14 @@ func Start(opts Options) (*Node, bool, error) {
 		return nil, false, fmt.Errorf("raftnode: the state machine applied up to %d, but the raft log starts after its "+
 			"snapshot at %d: what the state machine lost cannot be replayed", opts.Applied, first-1)
 	}
+	// Entries are synced before they are applied: a log that ends before
+	// what was applied lost synced records, which a torn tail never holds.
+	// (etcd's reader takes a damaged record length for the log's end.)
+	if last, _ := st.mem.LastIndex(); !created && opts.Applied > last {
+		st.close()
+		return nil, false, fmt.Errorf("%w: %s: the log ends at index %d, but the state machine applied up to %d: "+
+			"the records after are damaged", ErrWALDamaged, opts.WALDir, last, opts.Applied)
+	}
 	n := &Node{
 		opts:     opts,
 		st:       st,
