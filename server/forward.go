@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/types"
 	"go.etcd.io/etcd/server/v3/auth"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/rafthttp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -287,20 +288,36 @@ func (s *Server) forwardTo(ctx context.Context, lead uint64, name string, req pr
 	return resp, nil
 }
 
-// serveForward is the leader's end of forwarding.
-func (s *Server) serveForward(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
+// allowMethod admits a request on the peer URLs made with method; it
+// answers any other itself, 405 (etcd's).
+func allowMethod(w http.ResponseWriter, r *http.Request, method string) bool {
+	if r.Method != method {
+		w.Header().Set("Allow", method)
+		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+		return false
 	}
+	return true
+}
+
+// fromPeer admits a request on the peer URLs from a member of this
+// cluster (rafthttp's headers: the cluster's id and a member's); it
+// answers any other itself, 412 (etcd's for another cluster) or 403.
+func (s *Server) fromPeer(w http.ResponseWriter, r *http.Request) bool {
 	if r.Header.Get(headerClusterID) != types.ID(s.meta.ClusterID).String() {
-		http.Error(w, "cluster ID mismatch", http.StatusPreconditionFailed)
-		return
+		http.Error(w, rafthttp.ErrClusterIDMismatch.Error(), http.StatusPreconditionFailed)
+		return false
 	}
 	from, err := strconv.ParseUint(r.Header.Get(headerFrom), 16, 64)
 	if err != nil || s.cluster.member(from) == nil {
 		http.Error(w, "not a member of this cluster", http.StatusForbidden)
+		return false
+	}
+	return true
+}
+
+// serveForward is the leader's end of forwarding.
+func (s *Server) serveForward(w http.ResponseWriter, r *http.Request) {
+	if !allowMethod(w, r, http.MethodPost) || !s.fromPeer(w, r) {
 		return
 	}
 	data, err := io.ReadAll(io.LimitReader(r.Body, int64(s.opts.MaxRequestBytes)+grpcOverheadBytes))
