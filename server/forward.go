@@ -1,20 +1,12 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"go.etcd.io/etcd/client/pkg/v3/types"
-	"go.etcd.io/etcd/server/v3/auth"
-	"go.etcd.io/etcd/server/v3/etcdserver/api/rafthttp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -211,8 +203,9 @@ func anyOf(a <-chan struct{}, b <-chan time.Time) <-chan struct{} {
 
 // forwardTo hands req to the leader lead as method name and returns its
 // response once this member applied what the leader had. It returns
-// errNotLeaderHere when lead does not lead (nothing was done there), or
-// could not be reached before anything was sent.
+// errNotLeaderHere when lead does not lead (nothing was done there), and
+// errLeaderUnreachable when it could not be reached before anything was
+// sent.
 func (s *Server) forwardTo(ctx context.Context, lead uint64, name string, req proto.Message) (proto.Message, error) {
 	m := s.cluster.member(lead)
 	if m == nil || len(m.PeerUrls) == 0 {
@@ -230,55 +223,18 @@ func (s *Server) forwardTo(ctx context.Context, lead uint64, name string, req pr
 	} else if ai != nil {
 		fr.Authenticated, fr.User, fr.AuthRevision = true, ai.Username, ai.Revision
 	}
-	body, err := proto.Marshal(fr)
-	if err != nil {
-		return nil, err
+	r := s.fwd.call(ctx, lead, fr)
+	if r.err != nil {
+		return nil, r.err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, m.PeerUrls[0]+forwardPath, bytes.NewReader(body))
-	if err != nil {
-		return nil, errNotLeaderHere
-	}
-	hreq.Header.Set("Content-Type", "application/protobuf")
-	hreq.Header.Set(headerClusterID, types.ID(s.meta.ClusterID).String())
-	hreq.Header.Set(headerFrom, types.ID(s.meta.MemberID).String())
-	hresp, err := s.peerClient.Do(hreq)
-	if err != nil {
-		var op *net.OpError
-		switch {
-		case ctx.Err() != nil:
-			return nil, toStatus(ctx.Err())
-		case errors.As(err, &op) && op.Op == "dial":
-			// Nothing was sent: the leader is gone (or not yet
-			// reachable). Wait for raft to tell.
-			return nil, errLeaderUnreachable
-		}
-		// Whether the leader got it is unknown: etcd's answer.
-		return nil, rpctypes.ErrGRPCTimeoutDueToConnectionLost
-	}
-	defer hresp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(hresp.Body, int64(s.opts.MaxRequestBytes)+64<<20))
-	if err != nil {
-		return nil, rpctypes.ErrGRPCTimeoutDueToConnectionLost
-	}
-	switch hresp.StatusCode {
-	case http.StatusOK:
-	case statusNotLeader:
-		return nil, errNotLeaderHere
-	default:
-		return nil, status.Errorf(codes.Unavailable, "server: the leader refused a forwarded request: %s: %s", hresp.Status, bytes.TrimSpace(data))
-	}
-	out := new(raftv1.ForwardResponse)
-	if err := proto.Unmarshal(data, out); err != nil {
-		return nil, status.Errorf(codes.Internal, "server: the leader's answer: %v", err)
-	}
-	if err := s.raft.WaitApplied(ctx, out.AppliedIndex); err != nil {
+	if err := s.raft.WaitApplied(ctx, r.applied); err != nil {
 		return nil, toStatus(err)
 	}
-	if out.Code != 0 {
-		return nil, status.Error(codes.Code(out.Code), out.Message)
+	if r.resp.Code != 0 {
+		return nil, status.Error(codes.Code(r.resp.Code), r.resp.Message)
 	}
 	resp := forwardMethods[name].newResp()
-	if err := proto.Unmarshal(out.Response, resp); err != nil {
+	if err := proto.Unmarshal(r.resp.Response, resp); err != nil {
 		return nil, status.Errorf(codes.Internal, "server: the leader's answer: %v", err)
 	}
 	// The header is this member's, as a client of it expects.
@@ -286,79 +242,4 @@ func (s *Server) forwardTo(ctx context.Context, lead uint64, name string, req pr
 		s.fill(h)
 	}
 	return resp, nil
-}
-
-// allowMethod admits a request on the peer URLs made with method; it
-// answers any other itself, 405 (etcd's).
-func allowMethod(w http.ResponseWriter, r *http.Request, method string) bool {
-	if r.Method != method {
-		w.Header().Set("Allow", method)
-		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
-		return false
-	}
-	return true
-}
-
-// fromPeer admits a request on the peer URLs from a member of this
-// cluster (rafthttp's headers: the cluster's id and a member's); it
-// answers any other itself, 412 (etcd's for another cluster) or 403.
-func (s *Server) fromPeer(w http.ResponseWriter, r *http.Request) bool {
-	if r.Header.Get(headerClusterID) != types.ID(s.meta.ClusterID).String() {
-		http.Error(w, rafthttp.ErrClusterIDMismatch.Error(), http.StatusPreconditionFailed)
-		return false
-	}
-	from, err := strconv.ParseUint(r.Header.Get(headerFrom), 16, 64)
-	if err != nil || s.cluster.member(from) == nil {
-		http.Error(w, "not a member of this cluster", http.StatusForbidden)
-		return false
-	}
-	return true
-}
-
-// serveForward is the leader's end of forwarding.
-func (s *Server) serveForward(w http.ResponseWriter, r *http.Request) {
-	if !allowMethod(w, r, http.MethodPost) || !s.fromPeer(w, r) {
-		return
-	}
-	data, err := io.ReadAll(io.LimitReader(r.Body, int64(s.opts.MaxRequestBytes)+grpcOverheadBytes))
-	if err != nil {
-		http.Error(w, "bad request", http.StatusBadRequest)
-		return
-	}
-	fr := new(raftv1.ForwardRequest)
-	if err := proto.Unmarshal(data, fr); err != nil {
-		http.Error(w, "bad request", http.StatusBadRequest)
-		return
-	}
-	m, ok := forwardMethods[fr.Method]
-	if !ok {
-		http.Error(w, fmt.Sprintf("unknown method %q", fr.Method), http.StatusBadRequest)
-		return
-	}
-	if !s.lead.ready() {
-		w.WriteHeader(statusNotLeader)
-		return
-	}
-	var ai *auth.AuthInfo
-	ctx := r.Context()
-	if fr.Internal {
-		ctx = authgate.AsServer(ctx)
-	} else if fr.Authenticated {
-		ai = &auth.AuthInfo{Username: fr.User, Revision: fr.AuthRevision}
-	}
-	resp, err := m.call(s, authgate.FromMember(ctx, ai), fr.Request)
-	if errors.Is(err, errNotLeaderHere) {
-		w.WriteHeader(statusNotLeader)
-		return
-	}
-	out := &raftv1.ForwardResponse{AppliedIndex: s.raft.AppliedIndex()}
-	if err != nil {
-		st := status.Convert(err)
-		out.Code, out.Message = uint32(st.Code()), st.Message()
-	} else if out.Response, err = proto.Marshal(resp); err != nil {
-		out.Code, out.Message = uint32(codes.Internal), err.Error()
-	}
-	body, _ := proto.Marshal(out)
-	w.Header().Set("Content-Type", "application/protobuf")
-	_, _ = w.Write(body)
 }

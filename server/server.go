@@ -55,6 +55,7 @@ type Server struct {
 	raft       *raftnode.Node
 	peers      *peerTransport
 	peerClient *http.Client // to forward requests to the leader
+	fwd        *forwarder   // batches them
 	lead       leadership
 	props      *proposals
 	cluster    *memberSet
@@ -117,6 +118,7 @@ func New(opts Options) (*Server, error) {
 	s.reads = reader{set: s.set, j: j, committed: &s.committed, compactRev: &s.compactRev}
 	s.lead.init()
 	s.props = newProposals(s)
+	s.fwd = newForwarder(s)
 	if err := s.resumeInstall(); err != nil {
 		j.Close()
 		return nil, err
@@ -225,6 +227,7 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closing)
 		s.checks.Wait()
+		s.fwd.close()
 		if s.peers != nil {
 			s.peers.stop()
 		}

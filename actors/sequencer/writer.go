@@ -131,7 +131,7 @@ func (w *writer) markBad(gen uint64) {
 func (w *writer) run() {
 	defer close(w.inflight)
 	for {
-		w.slots <- struct{}{} // freed by the answerer, or below
+		w.slots <- struct{}{}         // freed by the answerer, or below
 		items, ok := w.q.TakeAll(nil) // a flight keeps its slice
 		if !ok {
 			return

@@ -97,6 +97,8 @@ type fileConfig struct {
 	NATSTLSCert       string `json:"nats-tls-cert"`
 	NATSTLSKey        string `json:"nats-tls-key"`
 	NATSSubjectPrefix string `json:"nats-subject-prefix"`
+	NATSCluster       string `json:"nats-cluster-listen"`
+	NATSRoutes        string `json:"nats-routes"`
 	Pprof             string `json:"pprof"`
 	MaxWatchQueue     int64  `json:"max-watch-queue-bytes"`
 }

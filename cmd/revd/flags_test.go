@@ -185,6 +185,24 @@ peer-transport-security:
 		t.Errorf("config %+v", cfg)
 	}
 
+	// revd's NATS cluster keys, beside etcd's cluster ones.
+	cfg, err = parseFlags([]string{"--config-file=" + writeFile(t, `
+name: m1
+data-dir: `+dir+`
+listen-peer-urls: http://127.0.0.1:23800
+initial-advertise-peer-urls: http://127.0.0.1:23800
+initial-cluster: m1=http://127.0.0.1:23800,m2=http://127.0.0.1:23801
+nats-cluster-listen: 127.0.0.1:23820
+nats-routes: nats-route://127.0.0.1:23821
+`)}, nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.natsCluster != "127.0.0.1:23820" || !slices.Equal(cfg.natsRoutes, []string{"nats-route://127.0.0.1:23821"}) ||
+		len(cfg.cluster.InitialCluster) != 2 {
+		t.Errorf("NATS cluster %q routes %v, initial cluster %v", cfg.natsCluster, cfg.natsRoutes, cfg.cluster.InitialCluster)
+	}
+
 	// ETCD_CONFIG_FILE names the file when the flag does not.
 	cfg, err = parseFlags(nil, []string{"ETCD_CONFIG_FILE=" + path}, io.Discard)
 	if err != nil || cfg.name != "from-file" {

@@ -788,11 +788,14 @@ func (x *ForwardRequest) GetAuthRevision() uint64 {
 // (code and message), and the leader's applied index once it answered,
 // which the forwarding member applies before it answers in turn.
 type ForwardResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Response      []byte                 `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
-	Code          uint32                 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
-	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
-	AppliedIndex  uint64                 `protobuf:"varint,4,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Response     []byte                 `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	Code         uint32                 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
+	Message      string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	AppliedIndex uint64                 `protobuf:"varint,4,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// not_leader: the member it reached does not lead (any more), and did
+	// nothing: the forwarding member tries again.
+	NotLeader     bool `protobuf:"varint,5,opt,name=not_leader,json=notLeader,proto3" json:"not_leader,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -855,6 +858,113 @@ func (x *ForwardResponse) GetAppliedIndex() uint64 {
 	return 0
 }
 
+func (x *ForwardResponse) GetNotLeader() bool {
+	if x != nil {
+		return x.NotLeader
+	}
+	return false
+}
+
+// ForwardBatch is what a member forwards to its leader at one time: the
+// requests its clients made while its earlier batches were on their way.
+type ForwardBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Requests      []*ForwardRequest      `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardBatch) Reset() {
+	*x = ForwardBatch{}
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardBatch) ProtoMessage() {}
+
+func (x *ForwardBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardBatch.ProtoReflect.Descriptor instead.
+func (*ForwardBatch) Descriptor() ([]byte, []int) {
+	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ForwardBatch) GetRequests() []*ForwardRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+// ForwardBatchResponse answers a ForwardBatch's requests, in order, once
+// the leader answered them all; applied_index is its applied index then.
+type ForwardBatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Responses     []*ForwardResponse     `protobuf:"bytes,1,rep,name=responses,proto3" json:"responses,omitempty"`
+	AppliedIndex  uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardBatchResponse) Reset() {
+	*x = ForwardBatchResponse{}
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardBatchResponse) ProtoMessage() {}
+
+func (x *ForwardBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardBatchResponse.ProtoReflect.Descriptor instead.
+func (*ForwardBatchResponse) Descriptor() ([]byte, []int) {
+	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ForwardBatchResponse) GetResponses() []*ForwardResponse {
+	if x != nil {
+		return x.Responses
+	}
+	return nil
+}
+
+func (x *ForwardBatchResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
 // MemberChange is the context of a membership change raft carries: the
 // member it adds or updates, and who proposed it, for its waiter.
 type MemberChange struct {
@@ -868,7 +978,7 @@ type MemberChange struct {
 
 func (x *MemberChange) Reset() {
 	*x = MemberChange{}
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[10]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +990,7 @@ func (x *MemberChange) String() string {
 func (*MemberChange) ProtoMessage() {}
 
 func (x *MemberChange) ProtoReflect() protoreflect.Message {
-	mi := &file_revd_raft_v1_entry_proto_msgTypes[10]
+	mi := &file_revd_raft_v1_entry_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +1003,7 @@ func (x *MemberChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberChange.ProtoReflect.Descriptor instead.
 func (*MemberChange) Descriptor() ([]byte, []int) {
-	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{10}
+	return file_revd_raft_v1_entry_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MemberChange) GetProposer() uint64 {
@@ -986,12 +1096,19 @@ const file_revd_raft_v1_entry_proto_rawDesc = "" +
 	"\binternal\x18\x03 \x01(\bR\binternal\x12$\n" +
 	"\rauthenticated\x18\x04 \x01(\bR\rauthenticated\x12\x12\n" +
 	"\x04user\x18\x05 \x01(\tR\x04user\x12#\n" +
-	"\rauth_revision\x18\x06 \x01(\x04R\fauthRevision\"\x80\x01\n" +
+	"\rauth_revision\x18\x06 \x01(\x04R\fauthRevision\"\x9f\x01\n" +
 	"\x0fForwardResponse\x12\x1a\n" +
 	"\bresponse\x18\x01 \x01(\fR\bresponse\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\rR\x04code\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12#\n" +
-	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\"t\n" +
+	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\x12\x1d\n" +
+	"\n" +
+	"not_leader\x18\x05 \x01(\bR\tnotLeader\"H\n" +
+	"\fForwardBatch\x128\n" +
+	"\brequests\x18\x01 \x03(\v2\x1c.revd.raft.v1.ForwardRequestR\brequests\"x\n" +
+	"\x14ForwardBatchResponse\x12;\n" +
+	"\tresponses\x18\x01 \x03(\v2\x1d.revd.raft.v1.ForwardResponseR\tresponses\x12#\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\"t\n" +
 	"\fMemberChange\x12\x1a\n" +
 	"\bproposer\x18\x01 \x01(\x04R\bproposer\x12\x1a\n" +
 	"\bproposal\x18\x02 \x01(\x04R\bproposal\x12,\n" +
@@ -1009,22 +1126,24 @@ func file_revd_raft_v1_entry_proto_rawDescGZIP() []byte {
 	return file_revd_raft_v1_entry_proto_rawDescData
 }
 
-var file_revd_raft_v1_entry_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_revd_raft_v1_entry_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_revd_raft_v1_entry_proto_goTypes = []any{
-	(*Entry)(nil),            // 0: revd.raft.v1.Entry
-	(*Record)(nil),           // 1: revd.raft.v1.Record
-	(*LeaseChange)(nil),      // 2: revd.raft.v1.LeaseChange
-	(*AuthChange)(nil),       // 3: revd.raft.v1.AuthChange
-	(*Alarm)(nil),            // 4: revd.raft.v1.Alarm
-	(*MemberAttributes)(nil), // 5: revd.raft.v1.MemberAttributes
-	(*Member)(nil),           // 6: revd.raft.v1.Member
-	(*ClusterState)(nil),     // 7: revd.raft.v1.ClusterState
-	(*ForwardRequest)(nil),   // 8: revd.raft.v1.ForwardRequest
-	(*ForwardResponse)(nil),  // 9: revd.raft.v1.ForwardResponse
-	(*MemberChange)(nil),     // 10: revd.raft.v1.MemberChange
-	(*authpb.User)(nil),      // 11: authpb.User
-	(*authpb.Role)(nil),      // 12: authpb.Role
-	(*raftpb.ConfState)(nil), // 13: raftpb.ConfState
+	(*Entry)(nil),                // 0: revd.raft.v1.Entry
+	(*Record)(nil),               // 1: revd.raft.v1.Record
+	(*LeaseChange)(nil),          // 2: revd.raft.v1.LeaseChange
+	(*AuthChange)(nil),           // 3: revd.raft.v1.AuthChange
+	(*Alarm)(nil),                // 4: revd.raft.v1.Alarm
+	(*MemberAttributes)(nil),     // 5: revd.raft.v1.MemberAttributes
+	(*Member)(nil),               // 6: revd.raft.v1.Member
+	(*ClusterState)(nil),         // 7: revd.raft.v1.ClusterState
+	(*ForwardRequest)(nil),       // 8: revd.raft.v1.ForwardRequest
+	(*ForwardResponse)(nil),      // 9: revd.raft.v1.ForwardResponse
+	(*ForwardBatch)(nil),         // 10: revd.raft.v1.ForwardBatch
+	(*ForwardBatchResponse)(nil), // 11: revd.raft.v1.ForwardBatchResponse
+	(*MemberChange)(nil),         // 12: revd.raft.v1.MemberChange
+	(*authpb.User)(nil),          // 13: authpb.User
+	(*authpb.Role)(nil),          // 14: authpb.Role
+	(*raftpb.ConfState)(nil),     // 15: raftpb.ConfState
 }
 var file_revd_raft_v1_entry_proto_depIdxs = []int32{
 	1,  // 0: revd.raft.v1.Entry.records:type_name -> revd.raft.v1.Record
@@ -1032,16 +1151,18 @@ var file_revd_raft_v1_entry_proto_depIdxs = []int32{
 	3,  // 2: revd.raft.v1.Entry.auth:type_name -> revd.raft.v1.AuthChange
 	4,  // 3: revd.raft.v1.Entry.alarms:type_name -> revd.raft.v1.Alarm
 	5,  // 4: revd.raft.v1.Entry.attributes:type_name -> revd.raft.v1.MemberAttributes
-	11, // 5: revd.raft.v1.AuthChange.put_user:type_name -> authpb.User
-	12, // 6: revd.raft.v1.AuthChange.put_role:type_name -> authpb.Role
+	13, // 5: revd.raft.v1.AuthChange.put_user:type_name -> authpb.User
+	14, // 6: revd.raft.v1.AuthChange.put_role:type_name -> authpb.Role
 	6,  // 7: revd.raft.v1.ClusterState.members:type_name -> revd.raft.v1.Member
-	13, // 8: revd.raft.v1.ClusterState.conf_state:type_name -> raftpb.ConfState
-	6,  // 9: revd.raft.v1.MemberChange.member:type_name -> revd.raft.v1.Member
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	15, // 8: revd.raft.v1.ClusterState.conf_state:type_name -> raftpb.ConfState
+	8,  // 9: revd.raft.v1.ForwardBatch.requests:type_name -> revd.raft.v1.ForwardRequest
+	9,  // 10: revd.raft.v1.ForwardBatchResponse.responses:type_name -> revd.raft.v1.ForwardResponse
+	6,  // 11: revd.raft.v1.MemberChange.member:type_name -> revd.raft.v1.Member
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_revd_raft_v1_entry_proto_init() }
@@ -1063,7 +1184,7 @@ func file_revd_raft_v1_entry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_revd_raft_v1_entry_proto_rawDesc), len(file_revd_raft_v1_entry_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
