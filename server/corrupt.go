@@ -16,7 +16,8 @@ import (
 // would (through the leader, into the log): durable, listed by
 // Maintenance.Alarm, refusing every write with "etcdserver: corrupt
 // cluster" until an operator disarms it. Damage found while the server
-// starts stops it instead (journal.Open, restore).
+// starts stops it instead (journal.Open, restore). Members whose data
+// differs from the others' are found by comparing hashes (hashcheck.go).
 
 // corruptionSink hands the journal's OnCorrupt reports to the server once
 // New has built it; reports before then (a restore that fails) are not
@@ -32,11 +33,16 @@ func (c *corruptionSink) report(err error) {
 func (s *Server) corruptionFound(err error) {
 	s.log.Error("damaged data in the data directory: raising the CORRUPT alarm; writes are refused until it is disarmed",
 		"err", err)
-	ctx, cancel := context.WithTimeout(authgate.AsServer(context.Background()), s.requestTimeout())
+	s.triggerCorruptAlarm(authgate.AsServer(context.Background()), s.meta.MemberID)
+}
+
+// triggerCorruptAlarm raises the CORRUPT alarm for member id (0: the
+// whole cluster), through the leader.
+func (s *Server) triggerCorruptAlarm(ctx context.Context, id uint64) {
+	ctx, cancel := context.WithTimeout(ctx, s.requestTimeout())
 	defer cancel()
-	_, aerr := s.maint.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: s.meta.MemberID,
-		Alarm: pb.AlarmType_CORRUPT})
-	if aerr != nil {
-		s.log.Error("the CORRUPT alarm could not be raised", "err", aerr)
+	_, err := s.maint.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: id, Alarm: pb.AlarmType_CORRUPT})
+	if err != nil {
+		s.log.Error("the CORRUPT alarm could not be raised", "member", idString(id), "err", err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -283,18 +282,7 @@ func forwardBodyLimit(s *Server) int64 {
 // requests side by side (their writes share group commits) and answers
 // them together.
 func (s *Server) serveForward(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
-	if r.Header.Get(headerClusterID) != types.ID(s.meta.ClusterID).String() {
-		http.Error(w, "cluster ID mismatch", http.StatusPreconditionFailed)
-		return
-	}
-	from, err := strconv.ParseUint(r.Header.Get(headerFrom), 16, 64)
-	if err != nil || s.cluster.member(from) == nil {
-		http.Error(w, "not a member of this cluster", http.StatusForbidden)
+	if !allowMethod(w, r, http.MethodPost) || !s.fromPeer(w, r) {
 		return
 	}
 	data, err := io.ReadAll(io.LimitReader(r.Body, forwardBodyLimit(s)))

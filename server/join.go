@@ -164,9 +164,7 @@ func fetchFrom(client *http.Client, url string) (*fetchedCluster, error) {
 // serveMembers answers a peer's GET /members: the members as etcd lists
 // them there (JSON, ids in hex), with the cluster's id in a header.
 func (s *Server) serveMembers(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
-		w.Header().Set("Allow", http.MethodGet)
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	if !allowMethod(w, r, http.MethodGet) {
 		return
 	}
 	var ms []*membership.Member

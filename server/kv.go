@@ -321,7 +321,9 @@ func (s *Server) fill(h *pb.ResponseHeader) {
 	}
 	h.ClusterId = s.meta.ClusterID
 	h.MemberId = s.meta.MemberID
-	h.RaftTerm = s.raft.Term()
+	if s.raft != nil { // nil only before raft starts (initialHashCheck)
+		h.RaftTerm = s.raft.Term()
+	}
 }
 
 // Header returns a full response header at the committed revision.

@@ -117,6 +117,26 @@ type Options struct {
 	// does.
 	OnRemoved func()
 
+	// CorruptCheckTime is etcd's --corrupt-check-time: how often the
+	// leader compares the members' HashKV at its revision, raising the
+	// CORRUPT alarm for a member whose hash differs (see hashcheck.go).
+	// Default 0: never, as etcd.
+	CorruptCheckTime time.Duration
+	// CompactHashCheck is etcd's feature gate CompactHashCheck: every
+	// CompactHashCheckTime the leader compares the hashes the members
+	// computed at their last compactions. Default off, as etcd.
+	CompactHashCheck bool
+	// CompactHashCheckTime is etcd's --compact-hash-check-time. Default
+	// DefaultCompactHashCheckTime.
+	CompactHashCheckTime time.Duration
+	// InitialCorruptCheck is etcd's feature gate InitialCorruptCheck: a
+	// member restarting on its data compares its HashKV with the other
+	// members' before it starts raft, and New fails with
+	// ErrDataInconsistency on a mismatch. Default off, as etcd.
+	InitialCorruptCheck bool
+	// HashCheckClock times the periodic hash checks. Default RealClock.
+	HashCheckClock Clock
+
 	// LeaseClock drives lease deadlines (tests pass a
 	// leaseactor.FakeClock). Default: the real clock.
 	LeaseClock leaseactor.Clock
@@ -146,6 +166,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WatchServerEvents <= 0 {
 		o.WatchServerEvents = 1000000
+	}
+	if o.CompactHashCheckTime <= 0 {
+		o.CompactHashCheckTime = DefaultCompactHashCheckTime
+	}
+	if o.HashCheckClock == nil {
+		o.HashCheckClock = RealClock{}
 	}
 	if o.WatchServerBytes <= 0 {
 		o.WatchServerBytes = DefaultWatchServerBytes

@@ -167,6 +167,13 @@ func (s *Server) startRaft() error {
 	// Keep a connection per batch a member may have on its way.
 	rt.MaxIdleConnsPerHost = 2 * forwardInFlight
 	s.peerClient = &http.Client{Transport: rt}
+	if s.opts.InitialCorruptCheck && s.joined == nil {
+		// A member restarting on its data (etcd's memberInitialized).
+		if err := s.initialHashCheck(); err != nil {
+			s.log.Error("checkInitialHashKV failed", "err", err)
+			return err
+		}
+	}
 	node, _, err := raftnode.Start(raftnode.Options{
 		ID:                     id,
 		WALDir:                 walDir,
@@ -214,12 +221,14 @@ func (s *Server) startRaft() error {
 }
 
 // PeerHandler serves the peer URLs: raft's transport (etcd's rafthttp),
-// and the requests other members forward to this one when it leads.
+// the requests other members forward to this one when it leads, the
+// members (join.go) and this member's HashKV (hashpeer.go).
 func (s *Server) PeerHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", s.peers.tr.Load().Handler())
 	mux.HandleFunc(forwardPath, s.serveForward)
 	mux.HandleFunc(membersPath, s.serveMembers)
+	mux.HandleFunc(hashKVPath, s.serveHashKV)
 	return mux
 }
 

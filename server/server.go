@@ -80,7 +80,8 @@ type Server struct {
 	failed     atomic.Pointer[error]
 	removed    atomic.Pointer[error] // set when this member was removed from the cluster
 
-	closing   chan struct{} // closed when Close begins
+	closing   chan struct{}  // closed when Close begins
+	checks    sync.WaitGroup // the hash checks' goroutines (hashcheck.go)
 	closeOnce sync.Once
 	ready     chan struct{} // closed once this member published its attributes (see Ready)
 }
@@ -179,6 +180,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	go s.publishMember()
+	s.startHashChecks()
 	if s.cluster.onlyVoter(s.meta.MemberID) {
 		// A one-member cluster elects itself at once; it is ready to
 		// serve when New returns.
@@ -224,6 +226,7 @@ func (s *Server) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		close(s.closing)
+		s.checks.Wait()
 		s.fwd.close()
 		if s.peers != nil {
 			s.peers.stop()

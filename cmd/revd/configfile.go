@@ -81,6 +81,9 @@ type fileConfig struct {
 	MaxSnapshots                uint               `json:"max-snapshots"`
 	MaxWALs                     uint               `json:"max-wals"`
 	PeerSecurity                peerSecurityConfig `json:"peer-transport-security"`
+	CorruptCheckTime            time.Duration      `json:"corrupt-check-time"`
+	CompactHashCheckTime        time.Duration      `json:"compact-hash-check-time"`
+	FeatureGates                string             `json:"feature-gates"`
 
 	// revd's own.
 	NATSListen        string `json:"nats-listen"`

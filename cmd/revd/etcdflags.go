@@ -16,7 +16,8 @@ import (
 // static pod's, a test harness's) starts revd; each one given is named in
 // a warning at start-up, with why it changes nothing. Each takes the type
 // of value etcd's does, so a value etcd would refuse (--max-wals=many) is
-// refused here too. The cluster flags revd uses are in clusterflags.go.
+// refused here too. The cluster flags revd uses are in clusterflags.go,
+// the corruption checks and feature gates in checkflags.go.
 // Flags etcd 3.7.3 no longer has (the --experimental-* ones, --discovery)
 // are refused, as etcd refuses them. The list is etcd's
 // embed.Config.AddFlags, read from its source.
@@ -56,8 +57,6 @@ const (
 var ignoredEtcdFlags = []ignoredFlag{
 	{"raft-read-timeout", kindDuration, whyPeers, nil},
 	{"raft-write-timeout", kindDuration, whyPeers, nil},
-	{"corrupt-check-time", kindDuration, whyPeers, nil},
-	{"compact-hash-check-time", kindDuration, whyPeers, nil},
 	{"downgrade-check-time", kindDuration, whyPeers, nil},
 	{"discovery-endpoints", kindString, whyDiscovery, nil},
 	{"discovery-token", kindString, whyDiscovery, nil},
@@ -87,7 +86,6 @@ var ignoredEtcdFlags = []ignoredFlag{
 	{"unsafe-no-fsync", kindBool, "revd always syncs raft's log before answering a write", nil},
 	{"metrics", kindString, "revd serves the same /metrics either way", nil},
 	{"enable-grpc-gateway", kindBool, "revd always serves etcd's JSON gateway, etcd's default", nil},
-	{"feature-gates", kindString, "revd has none of etcd's feature gates", nil},
 	{"warning-apply-duration", kindDuration, "revd does not log slow applies", nil},
 	{"warning-unary-request-duration", kindDuration, "revd does not log slow requests", nil},
 	{"enable-distributed-tracing", kindBool, "revd has no OpenTelemetry tracing", nil},

@@ -51,6 +51,7 @@ type config struct {
 	autoCompaction  autocompact.Policy // nil: off
 	tls             clienttls.Options  // for the https:// client URLs
 	cluster         *clusterConfig     // the member's raft and peers
+	check           checkConfig        // the corruption checks and feature gates
 
 	watchProgressInterval time.Duration
 	maxTxnOps             int
@@ -134,6 +135,7 @@ type commandLine struct {
 	hostWhitelist                                                                                       *stringSetFlag
 	etcd                                                                                                *etcdFlags
 	cluster                                                                                             *clusterFlags
+	check                                                                                               *checkFlags
 }
 
 // newCommandLine registers every flag; the flag package's messages go to
@@ -201,6 +203,7 @@ func newCommandLine(out io.Writer) *commandLine {
 	fs.BoolVar(&cfg.reusePort, "socket-reuse-port", false, "etcd's: set SO_REUSEPORT on the listeners, so that another process may bind their ports too")
 	c.etcd = registerEtcdFlags(fs)
 	c.cluster = registerClusterFlags(fs)
+	c.check = registerCheckFlags(fs)
 	fs.StringVar(&cfg.tls.MinVersion, "tls-min-version", "TLS1.2", "oldest TLS version accepted: TLS1.2 or TLS1.3")
 	fs.StringVar(&cfg.tls.MaxVersion, "tls-max-version", "", "newest TLS version accepted: TLS1.2 or TLS1.3; empty leaves Go's")
 	fs.Usage = func() {
@@ -282,6 +285,11 @@ func (c *commandLine) finish() (*config, error) {
 	if cfg.cluster, err = c.cluster.finish(cfg.name); err != nil {
 		return nil, err
 	}
+	var gateWarnings []string
+	if cfg.check, gateWarnings, err = c.check.finish(); err != nil {
+		return nil, err
+	}
+	cfg.warnings = append(cfg.warnings, gateWarnings...)
 	if cfg.natsURL != "" && set["nats-listen"] {
 		return nil, errors.New("--nats-url and --nats-listen exclude each other: with --nats-url revd embeds no NATS server")
 	}

@@ -95,6 +95,10 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		WatchServerBytes:      cfg.maxWatchQueueBytes,
 		OnAuthChange:          busUsers.Recheck,
 		Cluster:               cfg.cluster.ClusterOptions,
+		CorruptCheckTime:      cfg.check.corruptCheckTime,
+		CompactHashCheck:      cfg.check.compactHashCheck,
+		CompactHashCheckTime:  cfg.check.compactHashCheckTime,
+		InitialCorruptCheck:   cfg.check.initialCorruptCheck,
 		OnRemoved:             func() { removed(errRemoved) },
 	})
 	if err != nil {

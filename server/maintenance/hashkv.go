@@ -103,6 +103,15 @@ func (s *Service) CompactionHash(prev, rev int64) {
 	}
 }
 
+// CompactionHashes returns the hashes kept of the last compactions, oldest
+// first (etcd's HashStorage.Hashes), for the cluster's compaction hash check.
+func (s *Service) CompactionHashes() []hashkv.Result {
+	c := &s.hashes
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.hashes)
+}
+
 func (s *Service) storedHash(rev int64) (hashkv.Result, bool) {
 	c := &s.hashes
 	c.mu.Lock()

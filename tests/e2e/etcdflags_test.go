@@ -90,6 +90,9 @@ func TestEtcdCommandLineRefusals(t *testing.T) {
 		{"--initial-cluster-state=bogus", `invalid value "bogus" for flag -initial-cluster-state: invalid value`},
 		{"--v2-deprecation=bogus", `invalid value "bogus" for flag -v2-deprecation: invalid value "bogus"`},
 		{"--discovery-fallback=bogus", `invalid value "bogus" for flag -discovery-fallback: invalid value`},
+		{"--feature-gates=Bogus=true", `invalid value "Bogus=true" for flag -feature-gates: unrecognized feature gate: Bogus`},
+		{"--feature-gates=CompactHashCheck=maybe", `invalid value "CompactHashCheck=maybe" for flag -feature-gates: invalid value of CompactHashCheck=maybe`},
+		{"--corrupt-check-time=5", `invalid value "5" for flag -corrupt-check-time`},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		cmd := exec.CommandContext(ctx, etcd, "--data-dir="+t.TempDir(), tc.arg)
