@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 )
 
 // pebbleFormat is the Pebble format major version of new stores: the newest
@@ -43,8 +44,17 @@ func pebbleOptions(cache *pebble.Cache, lock *pebble.Lock, log *slog.Logger) *pe
 	}
 	o.Experimental.SpanPolicyFunc = splitRecords
 	o.TargetFileSizes[0] = 8 << 20
-	// Bigger blocks suit scans; later levels inherit the setting.
-	o.Levels[0].BlockSize = 32 << 10
+	// Reads of values are point lookups (see pairs.go): a record by
+	// revision, a base entry by key. Small blocks keep one from reading and
+	// decompressing much more than the value it wants when the block is
+	// not cached (scans of many records read neighbouring blocks anyway),
+	// and an index block per table as large as the table needs keeps a
+	// lookup to one index level. The base snapshot's entries are looked up
+	// by key in tables that overlap, which bloom filters spare. Later
+	// levels inherit all three.
+	o.Levels[0].BlockSize = 4 << 10
+	o.Levels[0].IndexBlockSize = 256 << 10
+	o.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
 	return o
 }
 
