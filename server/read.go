@@ -11,6 +11,7 @@ import (
 	"revd/actors/shard"
 	"revd/internal/etcdkv"
 	"revd/journal"
+	"revd/projections/mvcc"
 	"revd/projections/statehash"
 	"revd/server/maintenance"
 )
@@ -18,7 +19,7 @@ import (
 // reader is the read path: Range, read-only Txns, RangeStream, the state
 // hash and the watch hub's prev_kv read the shards at one revision that
 // every shard has applied, and never touch the sequencer (see the package
-// doc). Pairs the in-memory stores let go of come from the journal.
+// doc). The shards index the keys; the values come from the journal.
 type reader struct {
 	set *shard.Set
 	j   *journal.Journal
@@ -83,19 +84,12 @@ func (r *reader) rangeShards(ctx context.Context, req *pb.RangeRequest) (resp *p
 	return resp, err
 }
 
-// loadPair fetches a pair the in-memory stores let go of (they keep only
-// each key's current pair; see mvcc.Store.SetLoader) from the journal, the
-// truth. The shards only ask for durable revisions; the sequencer may ask
-// for one whose batch is still being written, and then waits for it.
-func (r *reader) loadPair(key []byte, rev int64) (*mvccpb.KeyValue, error) {
-	if rev > r.committed.Load() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := r.set.Tracker().Wait(ctx, rev); err != nil {
-			return nil, err
-		}
-	}
-	return r.j.Pair(key, rev)
+// journalValues are the values the indexes point at (mvcc.Values): the
+// journal holds every put's pair, read through Pebble's block cache.
+type journalValues struct{ j *journal.Journal }
+
+func (v journalValues) Pairs(refs []mvcc.Ref, kvs []*mvccpb.KeyValue) error {
+	return v.j.Pairs(len(refs), func(i int) (string, int64) { return refs[i].Key, refs[i].Rev }, kvs)
 }
 
 // prevAt returns key's value at rev, for prev_kv of events replayed from the

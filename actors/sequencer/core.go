@@ -24,19 +24,24 @@ import (
 // or not yet: commands are decided in order, and the journal commits them in
 // that same order, so a reply sent after the fsync is always consistent.
 //
+// The state is an mvcc.Overlay: what the core decided lately, with its
+// values, over the key-shard indexes that hold the rest (the values of which
+// are in the journal); see package mvcc. A leader that lost what it decided
+// drops its core, and a new one over the same shards starts where they are.
+//
 // Leases are part of that state: the core keeps the lease index (which
 // leases exist, which keys each holds), grants and revokes leases in order
 // with the KV commands, and attaches and detaches keys as each write's
 // events say. Deadlines are not its business: the lease actor decides when
 // a lease expires and sends an Expiry, which is decided here like a revoke.
 type Core struct {
-	st     *mvcc.Store
+	st     *mvcc.Overlay
 	leases *lease.Index
 }
 
 // NewCore returns a core evaluating against st and leases (which it then
 // owns). leases may be nil: an empty index with etcd's default minimum TTL.
-func NewCore(st *mvcc.Store, leases *lease.Index) *Core {
+func NewCore(st *mvcc.Overlay, leases *lease.Index) *Core {
 	if leases == nil {
 		leases = lease.NewIndex(0)
 	}
@@ -125,7 +130,7 @@ func (c *Core) outcome(tw *etcdkv.StoreTxn, resp proto.Message, err error) Outco
 
 // compact follows etcd: at or below the last compaction is "compacted",
 // above the current revision is "future revision"; the response carries the
-// current revision.
+// current revision. The shards compact their indexes once it is durable.
 func (c *Core) compact(r *pb.CompactionRequest) Outcome {
 	switch {
 	case r.Revision <= c.st.CompactRev():
