@@ -58,6 +58,10 @@ type Meta struct {
 	// LastRev is the newest revision: max(1, the newest record's revision,
 	// BaseRev). A fresh store is at revision 1.
 	LastRev int64
+	// Format is the layout version (doc.go): Open leaves a store at the
+	// newest, 2; OpenReadOnly and Inspect also read version 1, which has
+	// no index entries.
+	Format uint64
 }
 
 // Journal is an open journal. Its methods may be called from any goroutine;

@@ -27,6 +27,15 @@ func startMeta(db *pebble.DB, clusterID, memberID uint64) (Meta, error) {
 	if !found {
 		return initMeta(db, clusterID, memberID)
 	}
+	format, _, err := getUint64(db, keyFormat)
+	if err != nil {
+		return Meta{}, err
+	}
+	if format == 1 {
+		if err := migrate(db); err != nil {
+			return Meta{}, err
+		}
+	}
 	var m Meta
 	if _, closer, err := db.Get(keyInstalling); err == nil {
 		// An interrupted Install: only the identity is whole, and the
@@ -67,7 +76,7 @@ func initMeta(db *pebble.DB, clusterID, memberID uint64) (Meta, error) {
 	if memberID == 0 {
 		memberID = randomID()
 	}
-	m := Meta{ClusterID: clusterID, MemberID: memberID, Term: 2, LastRev: 1}
+	m := Meta{ClusterID: clusterID, MemberID: memberID, Term: 2, LastRev: 1, Format: formatVersion}
 	b := db.NewBatch()
 	defer b.Close()
 	if err := setMeta(b, m); err != nil {
@@ -119,7 +128,9 @@ func readIdentity(db *pebble.DB) (Meta, error) {
 	return m, nil
 }
 
-// readMeta reads and checks the meta keys and the newest record.
+// readMeta reads and checks the meta keys and the newest record. It takes
+// the layout versions this revd reads: 1 (read only: Open migrates it
+// first) and formatVersion.
 func readMeta(db *pebble.DB) (Meta, error) {
 	var (
 		m                     Meta
@@ -145,9 +156,10 @@ func readMeta(db *pebble.DB) (Meta, error) {
 		}
 		*f.v = v
 	}
+	m.Format = format
 	switch {
-	case format != formatVersion:
-		return Meta{}, fmt.Errorf("%w: layout version %d, this revd reads version %d", ErrCorrupt, format, formatVersion)
+	case format != formatVersion && format != 1:
+		return Meta{}, fmt.Errorf("%w: layout version %d, this revd reads versions 1 and %d", ErrCorrupt, format, formatVersion)
 	case m.ClusterID == 0 || m.MemberID == 0:
 		return Meta{}, fmt.Errorf("%w: zero cluster or member id", ErrCorrupt)
 	case m.Term < 2 || m.Term == math.MaxUint64:

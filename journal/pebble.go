@@ -59,9 +59,10 @@ func pebbleOptions(cache *pebble.Cache, lock *pebble.Lock, log *slog.Logger) *pe
 }
 
 // splitRecords makes every table Pebble writes (flushes and compactions
-// alike) hold either records only or none: a table ends where the records'
-// key range begins or ends. Records are appended in key order, so tables
-// of records never overlap one another and stay where they are flushed.
+// alike) hold either records only, or their index entries only, or
+// neither: a table ends where the records' key range, or the index
+// entries', begins or ends. Both are appended in key order, so their
+// tables never overlap one another and stay where they are flushed.
 // Without the split, a memtable holding a lease, meta or base key next to
 // records became a table spanning from that key to the newest record, which
 // overlapped every older table: each compaction out of L0 then rewrote all
@@ -69,11 +70,10 @@ func pebbleOptions(cache *pebble.Cache, lock *pebble.Lock, log *slog.Logger) *pe
 // bytes written per byte appended, against 2 with the split: the WAL and
 // the flush).
 func splitRecords(start []byte) (pebble.SpanPolicy, []byte, error) {
-	switch {
-	case bytes.Compare(start, recordsLower) < 0:
-		return pebble.SpanPolicy{}, recordsLower, nil
-	case bytes.Compare(start, recordsUpper) < 0:
-		return pebble.SpanPolicy{}, recordsUpper, nil
+	for _, bound := range [...][]byte{indexLower, indexUpper, recordsLower, recordsUpper} {
+		if bytes.Compare(start, bound) < 0 {
+			return pebble.SpanPolicy{}, bound, nil
+		}
 	}
 	return pebble.SpanPolicy{}, nil, nil
 }

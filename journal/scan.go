@@ -149,13 +149,16 @@ func (j *Journal) ScanBase() iter.Seq2[ScannedEntry, error] {
 var knownRanges = [][2][]byte{
 	{[]byte(authPrefix), {authPrefix[0], authPrefix[1] + 1}},
 	{baseLower, baseUpper},
+	{indexLower, indexUpper},
+	{baseIndexLower, baseIndexUpper},
 	{[]byte(leasePrefix), {leasePrefix[0], leasePrefix[1] + 1}},
 	{metaLower, metaUpper},
 	{recordsLower, recordsUpper},
 }
 
 // ForeignKeys iterates over the Pebble keys that belong to none of the
-// layout's prefixes ("a/", "b/", "l/", "m/", "r"): keys revd never writes. It
+// layout's prefixes ("a/", "b/", "i", "k/", "l/", "m/", "r"): keys revd
+// never writes. It
 // skips over the known ranges without reading them.
 func (j *Journal) ForeignKeys() iter.Seq2[[]byte, error] {
 	return func(yield func([]byte, error) bool) {

@@ -19,11 +19,13 @@ type restored struct {
 }
 
 // restore rebuilds the shards' indexes (if set is not nil) and the lease
-// index from the journal: the durable leases, then the base snapshot, then
-// every record after it, checking that revisions follow each other with no
-// gap; the keys alive at the end are attached to the leases they name, as
-// etcd's kvstore.restore does. The sequencer's store needs nothing more: it
-// is an Overlay over the shards (see package mvcc).
+// index from the journal: the durable leases, then the base snapshot's
+// index entries, then every record's after it, checking that revisions
+// follow each other with no gap; the keys alive at the end are attached to
+// the leases they name, as etcd's kvstore.restore does. It reads no value:
+// its time is that of the keys and revisions (see the journal's index.go).
+// The sequencer's store needs nothing more: it is an Overlay over the
+// shards (see package mvcc).
 func restore(j *journal.Journal, set *shard.Set, leases *lease.Index) (restored, error) {
 	for l, err := range j.Leases() {
 		if err != nil {
@@ -34,19 +36,19 @@ func restore(j *journal.Journal, set *shard.Set, leases *lease.Index) (restored,
 	// The lease of every alive key that has one.
 	leased := map[string]int64{}
 	base, last, compact := j.BaseRev(), j.LastRev(), j.CompactRev()
-	for kv, err := range j.Base() {
+	for e, err := range j.BaseIndex() {
 		if err != nil {
 			return restored{}, err
 		}
 		if set != nil {
-			set.Load(mvcc.Entry{Key: string(kv.Key), Rev: kv.ModRevision, Created: kv.CreateRevision, Version: kv.Version})
+			set.Load(mvcc.Entry{Key: string(e.Key), Rev: e.Mod, Created: e.Create, Version: e.Ver})
 		}
-		if kv.Lease != 0 {
-			leased[string(kv.Key)] = kv.Lease
+		if e.Lease != 0 {
+			leased[string(e.Key)] = e.Lease
 		}
 	}
 	rev := max(1, base)
-	for rec, err := range j.Records(rev+1, 0) {
+	for rec, err := range j.IndexRecords(rev+1, 0) {
 		if err != nil {
 			return restored{}, err
 		}
@@ -58,10 +60,10 @@ func restore(j *journal.Journal, set *shard.Set, leases *lease.Index) (restored,
 			set.ApplyRestored(rev, rec.Events)
 		}
 		for _, ev := range rec.Events {
-			if ev.Type == mvccpb.Event_PUT && ev.Kv.Lease != 0 {
-				leased[string(ev.Kv.Key)] = ev.Kv.Lease
-			} else {
-				delete(leased, string(ev.Kv.Key))
+			if ev.Type == mvccpb.Event_PUT && ev.Lease != 0 {
+				leased[string(ev.Key)] = ev.Lease
+			} else if len(leased) > 0 {
+				delete(leased, string(ev.Key))
 			}
 		}
 	}

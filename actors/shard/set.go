@@ -72,16 +72,16 @@ func (s *Set) span(key, end []byte) (int, int) {
 // into its shard (start-up only, before Spawn).
 func (s *Set) Load(e mvcc.Entry) { s.shards[s.Owner([]byte(e.Key))].st.Load(e) }
 
-// ApplyRestored applies one revision read back from the journal to every
-// shard (start-up only, before Spawn).
-func (s *Set) ApplyRestored(rev int64, events []*mvccpb.Event) {
+// ApplyRestored applies one revision's index entry read back from the
+// journal to every shard (start-up only, before Spawn).
+func (s *Set) ApplyRestored(rev int64, events []journal.IndexEvent) {
 	for _, ev := range events {
-		st := s.shards[s.Owner(ev.Kv.Key)].st
+		st := s.shards[s.Owner(ev.Key)].st
 		switch ev.Type {
 		case mvccpb.Event_PUT:
-			st.Put(ev.Kv.Key, rev, ev.Kv.CreateRevision, ev.Kv.Version)
+			st.Put(ev.Key, rev, ev.Create, ev.Ver)
 		case mvccpb.Event_DELETE:
-			st.Tombstone(ev.Kv.Key, rev)
+			st.Tombstone(ev.Key, rev)
 		}
 	}
 }
