@@ -64,8 +64,8 @@ func (b *Batch) AppendRecord(rev int64, events []*mvccpb.Event) {
 		b.err = fmt.Errorf("journal: append record %d: %w", rev, err)
 		return
 	}
-	b.buf = appendIndexValue(b.buf[:0], rev, events)
-	if err := b.pb.Set(indexKey(rev), b.buf, nil); err != nil {
+	b.buf = appendIndexValue(appendIndexKey(b.buf[:0], rev), rev, events)
+	if err := b.pb.Set(b.buf[:recordKeyLen], b.buf[recordKeyLen:], nil); err != nil {
 		b.err = fmt.Errorf("journal: append record %d: %w", rev, err)
 		return
 	}
@@ -102,11 +102,11 @@ func (b *Batch) AppendEncodedRecord(rev int64, value []byte) {
 		return
 	}
 	var err error
-	if b.buf, err = indexValueOf(b.buf[:0], rev, value); err != nil {
+	if b.buf, err = indexValueOf(appendIndexKey(b.buf[:0], rev), rev, value); err != nil {
 		b.err = err
 		return
 	}
-	if err := b.pb.Set(indexKey(rev), b.buf, nil); err != nil {
+	if err := b.pb.Set(b.buf[:recordKeyLen], b.buf[recordKeyLen:], nil); err != nil {
 		b.err = fmt.Errorf("journal: append record %d: %w", rev, err)
 		return
 	}

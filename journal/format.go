@@ -72,12 +72,15 @@ func recordKey(rev int64) []byte {
 	return appendRecordKey(make([]byte, 0, recordKeyLen), rev)
 }
 
-// indexKey is the key of the index entry of the record of revision rev.
-func indexKey(rev int64) []byte {
-	k := recordKey(rev)
-	k[0] = indexPrefix
-	return k
+// appendIndexKey appends the key of the index entry of the record of
+// revision rev.
+func appendIndexKey(dst []byte, rev int64) []byte {
+	dst = append(dst, indexPrefix)
+	return binary.BigEndian.AppendUint64(dst, uint64(rev))
 }
+
+// indexKey is the key of the index entry of the record of revision rev.
+func indexKey(rev int64) []byte { return appendIndexKey(make([]byte, 0, recordKeyLen), rev) }
 
 // baseIndexKey returns the key of the base index entry of user key k.
 func baseIndexKey(k []byte) []byte {

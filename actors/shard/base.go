@@ -33,5 +33,16 @@ func (s *Set) Walk(key, end []byte, rev int64, f func(mvcc.Entry) bool) {
 	}
 }
 
+// Get is the entry of key alive at rev, or at the newest revision its
+// shard applied if that is lower (Rev 0 if none), read under the shard's
+// read lock (mvcc.Base).
+func (s *Set) Get(key []byte, rev int64) mvcc.Entry {
+	sh := s.shards[s.Owner(key)]
+	sh.mu.RLock()
+	e := sh.st.Get(key, rev)
+	sh.mu.RUnlock()
+	return e
+}
+
 // Values is where the set's views read values from.
 func (s *Set) Values() mvcc.Values { return s.values }

@@ -16,6 +16,8 @@ type Base interface {
 	// Index.Range) alive at rev, or at the newest revision a part of the
 	// base applied if that is lower, in key order, until f returns false.
 	Walk(key, end []byte, rev int64, f func(Entry) bool)
+	// Get is Walk of the single key: its entry (Rev 0 if it is not alive).
+	Get(key []byte, rev int64) Entry
 }
 
 // Overlay is the store the sequencer decides against: the revisions it has
@@ -51,15 +53,20 @@ type Overlay struct {
 	rev        int64
 	compactRev int64
 
-	// pend are the pending revisions, oldest first, each with the keys it
-	// changed; keys holds each pending key's changes.
-	pend []pendingRev
-	keys *btree.BTreeG[*pendingKey]
+	// pend are the pending changes, oldest first: each one's revision
+	// and key; keys holds each pending key's changes. revs counts the
+	// pending revisions.
+	pend  []pendingChange
+	revs  int
+	keys  *btree.BTreeG[*pendingKey]
+	probe pendingKey // for lookups, not kept
 }
 
-type pendingRev struct {
-	rev  int64
-	keys []*pendingKey
+// pendingChange is one pending change as pend lists it: the key it
+// changed at rev.
+type pendingChange struct {
+	rev int64
+	pk  *pendingKey
 }
 
 // pendingKey is a key's pending changes, oldest first.
@@ -100,6 +107,17 @@ func NewMemory() *Overlay { return NewOverlay(NewIndex(), nil, 1, -1) }
 // stores): it has applied its revision, and does not wait.
 func (x *Index) Applied() int64 { return x.rev }
 
+// Get is the entry of key alive at rev (Rev 0 if none), for an Index as a
+// Base.
+func (x *Index) Get(key []byte, rev int64) Entry {
+	if ki := x.lookup(key); ki != nil {
+		if e := ki.get(rev); e.rev != 0 {
+			return ki.entry(e)
+		}
+	}
+	return Entry{}
+}
+
 // WaitApplied implements Base: an Index alone cannot wait; it panics if rev
 // is above its revision.
 func (x *Index) WaitApplied(rev int64) {
@@ -115,7 +133,7 @@ func (o *Overlay) Rev() int64 { return o.rev }
 func (o *Overlay) CompactRev() int64 { return o.compactRev }
 
 // Pending is the number of revisions held in memory.
-func (o *Overlay) Pending() int { return len(o.pend) }
+func (o *Overlay) Pending() int { return o.revs }
 
 // SetRev moves to revision rev without changing any key. rev must not be
 // below Rev.
@@ -139,17 +157,19 @@ func (o *Overlay) release() {
 	if o.pend[0].rev > applied {
 		return
 	}
-	n := 0
+	n, last := 0, int64(0)
 	for n < len(o.pend) && o.pend[n].rev <= applied {
-		for _, pk := range o.pend[n].keys {
-			i := 0
-			for i < len(pk.changes) && pk.changes[i].rev <= applied {
-				pk.changes[i] = change{}
-				i++
-			}
-			if i == 0 {
-				continue
-			}
+		if o.pend[n].rev != last {
+			last = o.pend[n].rev
+			o.revs--
+		}
+		pk := o.pend[n].pk
+		i := 0
+		for i < len(pk.changes) && pk.changes[i].rev <= applied {
+			pk.changes[i] = change{}
+			i++
+		}
+		if i > 0 {
 			pk.changes = pk.changes[i:]
 			if len(pk.changes) == 0 {
 				if cur, ok := o.keys.Get(pk); ok && cur == pk {
@@ -157,15 +177,23 @@ func (o *Overlay) release() {
 				}
 			}
 		}
-		o.pend[n] = pendingRev{}
+		o.pend[n] = pendingChange{}
 		n++
 	}
 	o.pend = o.pend[n:]
 	if len(o.pend) == 0 {
-		o.pend = nil
+		o.pend = o.pend[:0:0]
 	}
 	o.floor = max(o.floor, applied)
 	o.baseReady = true
+}
+
+// lookup is key's pendingKey, or nil.
+func (o *Overlay) lookup(key []byte) *pendingKey {
+	o.probe.key = unsafeString(key)
+	pk, _ := o.keys.Get(&o.probe)
+	o.probe.key = ""
+	return pk
 }
 
 // add records a change of key at rev (not below Rev), which becomes the
@@ -173,17 +201,16 @@ func (o *Overlay) release() {
 func (o *Overlay) add(key []byte, rev int64, kv *mvccpb.KeyValue) {
 	o.release()
 	o.SetRev(rev)
-	pk, ok := o.keys.Get(&pendingKey{key: unsafeString(key)})
-	if !ok {
+	pk := o.lookup(key)
+	if pk == nil {
 		pk = &pendingKey{key: string(key)}
 		o.keys.ReplaceOrInsert(pk)
 	}
 	pk.changes = append(pk.changes, change{rev: rev, kv: kv})
 	if n := len(o.pend); n == 0 || o.pend[n-1].rev != rev {
-		o.pend = append(o.pend, pendingRev{rev: rev})
+		o.revs++
 	}
-	p := &o.pend[len(o.pend)-1]
-	p.keys = append(p.keys, pk)
+	o.pend = append(o.pend, pendingChange{rev: rev, pk: pk})
 }
 
 // Put records kv, written at kv.ModRevision (not below Rev), which becomes
@@ -221,11 +248,10 @@ func (o *Overlay) Apply(rev int64, events []*mvccpb.Event) {
 // pendingAt is key's newest pending change at or below rev; ok is false if
 // it has none.
 func (o *Overlay) pendingAt(key []byte, rev int64) (c change, ok bool) {
-	pk, found := o.keys.Get(&pendingKey{key: unsafeString(key)})
-	if !found {
-		return change{}, false
+	if pk := o.lookup(key); pk != nil {
+		return pk.at(rev)
 	}
-	return pk.at(rev)
+	return change{}, false
 }
 
 func (pk *pendingKey) at(rev int64) (change, bool) {
@@ -258,9 +284,7 @@ func (o *Overlay) Latest(key []byte) Entry {
 		return entryOf(c.kv)
 	}
 	o.waitBase()
-	var e Entry
-	o.base.Walk(key, nil, o.rev, func(b Entry) bool { e = b; return false })
-	return e
+	return o.base.Get(key, o.rev)
 }
 
 func entryOf(kv *mvccpb.KeyValue) Entry {
@@ -294,7 +318,7 @@ func (o *Overlay) walk(key, end []byte, rev int64, f func(item) bool) {
 	}
 	switch {
 	case end == nil:
-		if pk, ok := o.keys.Get(&pendingKey{key: unsafeString(key)}); ok {
+		if pk := o.lookup(key); pk != nil {
 			add(pk)
 		}
 	case len(end) > 0 && string(end) <= string(key):
