@@ -37,6 +37,10 @@ func (h *harness) describeEnv(context.Context) (string, error) {
 		{Key: "write key space", Value: fmt.Sprintf("--key-space-size=%d", h.cfg.keySpace)},
 		{Key: "data sync", Value: describeSync(h.dataRoot, h.sz.syncSamples)},
 	}
+	if h.clustered() {
+		h.suite.Env = append(h.suite.Env, report.Env{Key: "members", Value: fmt.Sprintf(
+			"%d per server: etcd and revd each a cluster of %d processes on this machine (peer URLs on loopback, --initial-cluster-state new; revd's embedded NATS servers one NATS cluster), data directories on the same disk", h.cfg.members, h.cfg.members)})
+	}
 	return fmt.Sprintf("%d CPUs, load %s, data on %s", runtime.NumCPU(), load, fs), nil
 }
 

@@ -81,7 +81,8 @@ func run(ctx context.Context, cfg config) (bool, error) {
 	}
 	defer os.RemoveAll(h.binDir)
 
-	h.suite = &report.Suite{Started: started, Quick: cfg.quick, Cores: runtime.NumCPU(), Sweeps: sweeps(h.sz), Targets: targets()}
+	h.suite = newSuite(cfg, h.sz)
+	h.suite.Started = started
 	steps := h.plan()
 	h.prog = progress.New(os.Stderr, len(steps))
 	fmt.Fprintf(os.Stderr, "bench: results in %s\n", h.outDir)
@@ -115,6 +116,15 @@ func run(ctx context.Context, cfg config) (bool, error) {
 	return !h.failed && ctx.Err() == nil, nil
 }
 
+// newSuite is an empty suite for the flags' run.
+func newSuite(cfg config, sz sizes) *report.Suite {
+	s := &report.Suite{Quick: cfg.quick, Cores: runtime.NumCPU(), Members: cfg.members, Sweeps: sweeps(sz), Targets: targets(cfg.members)}
+	if cfg.members > 1 {
+		s.FailoverInterval, s.FailoverTimeout = failoverOptions.Interval, failoverOptions.Timeout
+	}
+	return s
+}
+
 // selected reports whether --only lets measurement id run.
 func (h *harness) selected(id string) bool {
 	return h.cfg.only == nil || h.cfg.only.MatchString(id)
@@ -140,7 +150,7 @@ func (h *harness) plan() []step {
 	kinds := []string{proc.Etcd, proc.Revd}
 	h.runs = map[string]toolRun{}
 	var phase []step
-	for _, tr := range toolRuns(h.sz, h.cfg.keySpace) {
+	for _, tr := range toolRuns(h.sz, h.cfg.keySpace, h.cfg.members) {
 		if !h.selectedRun(tr) {
 			continue
 		}
@@ -165,7 +175,11 @@ func (h *harness) plan() []step {
 	}
 	if len(phase) > 0 {
 		for _, kind := range kinds {
-			phase = append(phase, step{kind + ": resident memory after the gRPC workloads", h.memoryStep(kind)})
+			name := kind + ": resident memory after the gRPC workloads"
+			if h.clustered() {
+				name += ", each member"
+			}
+			phase = append(phase, step{name, h.memoryStep(kind)})
 		}
 	}
 	phase = append(phase, h.natsSteps()...)
@@ -178,10 +192,14 @@ func (h *harness) plan() []step {
 			phase = append(phase, step{fmt.Sprintf("%s: watch fan-out to %d watchers", kind, h.sz.fanWatchers), h.fanOutStep(kind)})
 		}
 	}
+	// Last on these clusters: it kills (and restarts) members.
+	if h.clustered() && h.selected("failover") {
+		phase = append(phase, h.failoverSteps()...)
+	}
 	if len(phase) > 0 {
 		phase = append(phase, step{"explain the missed targets (a CPU profile of revd on each one's workload; watch-latency replayed on both servers)", h.missesStep})
 		for _, kind := range kinds {
-			steps = append(steps, step{"start a fresh " + kind, h.startStep(kind, "main", true)})
+			steps = append(steps, step{h.startName(kind, ""), h.startStep(kind, "main", true)})
 		}
 		steps = append(steps, phase...)
 		for _, kind := range kinds {
@@ -194,7 +212,7 @@ func (h *harness) plan() []step {
 	if h.selected("idle-watchers") {
 		for _, kind := range kinds {
 			steps = append(steps,
-				step{"start a fresh " + kind + " for the idle watchers", h.startStep(kind, "idle-watchers", false)},
+				step{h.startName(kind, "the idle watchers"), h.startStep(kind, "idle-watchers", false)},
 				step{fmt.Sprintf("%s: memory of %d idle watchers", kind, h.sz.idleWatchers), h.idleWatchersStep(kind)},
 				step{"stop " + kind, h.stopStep(kind)},
 			)
@@ -203,7 +221,7 @@ func (h *harness) plan() []step {
 	if h.selected("big-range") {
 		for _, kind := range []string{proc.Etcd, proc.Revd} {
 			steps = append(steps,
-				step{"start a fresh " + kind + " for the large range", h.startStep(kind, "big-range", false)},
+				step{h.startName(kind, "the large range"), h.startStep(kind, "big-range", false)},
 				step{fmt.Sprintf("%s: load %d keys", kind, h.sz.rangeKeys), h.loadKeysStep(kind)},
 				step{fmt.Sprintf("%s: range over %d keys", kind, h.sz.rangeKeys), h.bigRangeStep(kind)},
 				step{"stop " + kind, h.stopStep(kind)},

@@ -24,6 +24,16 @@
 // fan-out; a range over 100,000 keys; and revd's restart time on journals
 // of 100,000 and 1,000,000 revisions.
 //
+// With --members N (N > 1) every server is a cluster of N members on this
+// machine, started all at once (etcd's --initial-cluster; revd's NATS
+// servers one NATS cluster): the tool is given every member's endpoint, as
+// etcd's documentation runs it, and resident memory is reported per member.
+// Two measurements exist only then (steps_cluster.go): a linearizable range
+// served by a follower (the tool given that follower's endpoint alone) and
+// the failover time (the leader killed with SIGKILL under a writer, until
+// the first write begun after the kill is acknowledged; package
+// bench/internal/failover). The targets are then the cluster's (targets).
+//
 // Exit status: 0 when every step ran (targets may still be missed; the
 // report says which), 1 if a step failed, 2 on bad flags.
 package main
@@ -38,6 +48,10 @@ import (
 	"syscall"
 )
 
+// maxMembers bounds --members: every member of both clusters runs on this
+// machine (etcd's documentation recommends clusters of up to 7).
+const maxMembers = 7
+
 // config is what the flags ask for.
 type config struct {
 	quick    bool
@@ -48,6 +62,9 @@ type config struct {
 	keepData bool
 	// rounds is how often each workload with a target runs on each server.
 	rounds int
+	// members is the number of members of each server's cluster (1: one
+	// server of each kind, no cluster measurements).
+	members int
 }
 
 func parseFlags(args []string) (config, error) {
@@ -60,9 +77,10 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&cfg.quick, "quick", false, "smoke run: tiny counts, a few seconds per server (numbers are meaningless)")
 	fs.StringVar(&cfg.outRoot, "out", "", "directory for the results/<timestamp> folder (default <repo>/bench/results)")
 	fs.StringVar(&cfg.dataRoot, "data-root", "", "where the servers' data directories go (default a new temporary directory; put it on the disk you want to measure, not a tmpfs)")
-	only := fs.String("only", "", "run only the measurements whose id matches this regular expression (ids: put-100x10, range-l-1x1, range-s-100x10, txn-put-100x10, txn-mixed-100x10, lease-keepalive-100x10, watch-latency, nats-put-1x1, ..., profile, idle-watchers, watch-fanout, big-range, restart-100000, ...)")
+	only := fs.String("only", "", "run only the measurements whose id matches this regular expression (ids: put-100x10, range-l-1x1, range-s-100x10, txn-put-100x10, txn-mixed-100x10, lease-keepalive-100x10, watch-latency, nats-put-1x1, ..., profile, idle-watchers, watch-fanout, big-range, restart-100000, ...; with --members: range-l-follower-100x10, failover)")
 	fs.IntVar(&cfg.keySpace, "key-space", 1, "the benchmark tool's --key-space-size for put, txn-put and txn-mixed (1, the tool's default, is what etcd's published runs use)")
 	fs.BoolVar(&cfg.keepData, "keep-data", false, "keep the servers' data directories")
+	fs.IntVar(&cfg.members, "members", 1, "members of each server's cluster: 1 runs one etcd and one revd; more runs an etcd cluster and a revd cluster of that many members on this machine, adds the failover time and the linearizable range on a follower, and reports memory per member")
 	fs.IntVar(&cfg.rounds, "rounds", 0, "how often each workload with a target runs on each server, alternating which goes first; its figures are the round whose ratio revd/etcd is the median (odd; default 3, 1 with --quick)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -88,6 +106,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if cfg.keySpace < 1 {
 		return cfg, fmt.Errorf("--key-space must be at least 1")
+	}
+	if cfg.members < 1 || cfg.members > maxMembers {
+		return cfg, fmt.Errorf("--members must be between 1 and %d", maxMembers)
 	}
 	return cfg, nil
 }

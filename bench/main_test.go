@@ -11,8 +11,9 @@ import (
 	"revd/bench/internal/stats"
 )
 
-// planned builds the plan of a mode without running anything.
-func planned(t *testing.T, sz sizes, only string) (*harness, []step) {
+// planned builds the plan of a mode without running anything; extra are
+// more flags.
+func planned(t *testing.T, sz sizes, only string, extra ...string) (*harness, []step) {
 	t.Helper()
 	args := []string{}
 	if sz.total == quickSizes.total {
@@ -21,11 +22,11 @@ func planned(t *testing.T, sz sizes, only string) (*harness, []step) {
 	if only != "" {
 		args = append(args, "--only", only)
 	}
-	cfg, err := parseFlags(args)
+	cfg, err := parseFlags(append(args, extra...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{cfg: cfg, sz: sz, suite: &report.Suite{Sweeps: sweeps(sz), Targets: targets()}}
+	h := &harness{cfg: cfg, sz: sz, suite: newSuite(cfg, sz)}
 	return h, h.plan()
 }
 
@@ -80,7 +81,7 @@ func TestOnly(t *testing.T) {
 }
 
 func TestParseFlags(t *testing.T) {
-	for _, bad := range [][]string{{"--only", "("}, {"--key-space", "0"}, {"extra"}, {"--rounds", "2"}, {"--rounds", "-1"}} {
+	for _, bad := range [][]string{{"--only", "("}, {"--key-space", "0"}, {"extra"}, {"--rounds", "2"}, {"--rounds", "-1"}, {"--members", "0"}, {"--members", "8"}} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -89,8 +90,11 @@ func TestParseFlags(t *testing.T) {
 	if err != nil || !cfg.quick || cfg.keySpace != 1000 || cfg.rounds != 1 {
 		t.Errorf("%+v %v", cfg, err)
 	}
-	if cfg, err := parseFlags(nil); err != nil || cfg.rounds != 3 {
-		t.Errorf("default rounds: %+v %v", cfg, err)
+	if cfg, err := parseFlags(nil); err != nil || cfg.rounds != 3 || cfg.members != 1 {
+		t.Errorf("defaults: %+v %v", cfg, err)
+	}
+	if cfg, err := parseFlags([]string{"--members", "3"}); err != nil || cfg.members != 3 {
+		t.Errorf("--members 3: %+v %v", cfg, err)
 	}
 	if cfg, err := parseFlags([]string{"--quick", "--rounds", "5"}); err != nil || cfg.rounds != 5 {
 		t.Errorf("--rounds 5: %+v %v", cfg, err)

@@ -40,6 +40,9 @@ type sizes struct {
 	profileSeconds int
 	// syncSamples is the number of data syncs timed on the data disk.
 	syncSamples int
+	// failoverRounds is how often each cluster's leader is killed
+	// (--members > 1).
+	failoverRounds int
 }
 
 var (
@@ -52,6 +55,7 @@ var (
 		restartRevs:    []int{100000, 1000000},
 		profileSeconds: 10,
 		syncSamples:    1000,
+		failoverRounds: 5,
 	}
 	quickSizes = sizes{
 		total1: 100, total: 1000,
@@ -62,6 +66,7 @@ var (
 		restartRevs:    []int{10000, 50000},
 		profileSeconds: 1,
 		syncSamples:    50,
+		failoverRounds: 2,
 	}
 )
 
@@ -97,6 +102,9 @@ type toolRun struct {
 	total  int
 	// timeout, if set, bounds the run instead of the default.
 	timeout time.Duration
+	// follower: the tool is given one follower's endpoint instead of
+	// every member's (clusters only).
+	follower bool
 }
 
 func (t toolRun) name() string {
@@ -106,8 +114,20 @@ func (t toolRun) name() string {
 	return t.rows[0].name
 }
 
-func (t toolRun) args(endpoint string) etcdbench.Run {
-	return etcdbench.Run{Endpoint: endpoint, Clients: t.clients, Conns: t.conns, Command: t.cmd}
+func (t toolRun) args(endpoints []string) etcdbench.Run {
+	return etcdbench.Run{Endpoints: endpoints, Clients: t.clients, Conns: t.conns, Command: t.cmd}
+}
+
+// placeholder is what the report's command lines show for a run's
+// endpoints.
+func (t toolRun) placeholder(members int) []string {
+	switch {
+	case t.follower:
+		return []string{"FOLLOWER"}
+	case members > 1:
+		return []string{"ENDPOINTS"}
+	}
+	return []string{"ENDPOINT"}
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -124,11 +144,15 @@ func cc(clients, conns int) string {
 	return fmt.Sprintf("%d %s / %d %s", clients, c, conns, k)
 }
 
+// followerRangeID is the linearizable range served by a follower.
+const followerRangeID = "range-l-follower-100x10"
+
 // toolRuns lists the gRPC workloads, in the order they run against each
 // server. keySpace is the tool's --key-space-size for writes (1, the
 // tool's default and that of etcd's published runs, puts every write to
-// one key).
-func toolRuns(sz sizes, keySpace int) []toolRun {
+// one key). Clusters of several members add a linearizable range on a
+// follower.
+func toolRuns(sz sizes, keySpace, members int) []toolRun {
 	total := func(clients int) int {
 		if clients == 1 {
 			return sz.total1
@@ -159,6 +183,13 @@ func toolRuns(sz sizes, keySpace int) []toolRun {
 				rows: []toolRow{{id: fmt.Sprintf("%s-%dx%d", cons.id, c, connsFor(c)), name: cons.name + ", " + cc(c, connsFor(c)), chart: headline(c)}},
 			})
 		}
+	}
+	if members > 1 {
+		runs = append(runs, toolRun{
+			clients: 100, conns: 10, total: sz.total, follower: true,
+			cmd:  []string{"range", rangeKey, "--consistency=l", "--total=" + itoa(sz.total)},
+			rows: []toolRow{{id: followerRangeID, name: "linearizable range on a follower, " + cc(100, 10), chart: true}},
+		})
 	}
 	runs = append(runs,
 		toolRun{
@@ -223,11 +254,22 @@ const (
 	figBigRangeTime = "big-range-time"
 	figBigRangeHWM  = "big-range-hwm"
 	figBigRangeRSS  = "big-range-rss-before"
+	// figFailover is the failover time (clusters only).
+	figFailover = "failover-time"
 )
 
-// targets are issue 6's goals, and issue 27's (datasetTargets), as ratios
-// revd/etcd.
-func targets() []report.Target {
+// targets are the goals, as ratios revd/etcd: issue 6's and issue 27's
+// (datasetTargets) for one server of each kind, issue 25's for clusters of
+// several members.
+func targets(members int) []report.Target {
+	if members > 1 {
+		return []report.Target{
+			{Name: "put, 100 clients / 10 conns: throughput", Ref: "put-100x10", Metric: report.Throughput, AtLeast: true, Want: 1.5},
+			{Name: "linearizable range on a follower, 100 clients / 10 conns: throughput", Ref: followerRangeID, Metric: report.Throughput, AtLeast: true, Want: 1.5},
+			{Name: "failover time (leader SIGKILL to the next acknowledged write)", Ref: figFailover, Metric: report.FigureValue, Want: 1.0},
+			{Name: "VmRSS per member after the gRPC workloads (the largest member)", Ref: figRSS, Metric: report.FigureValue, Want: 1.0},
+		}
+	}
 	return append([]report.Target{
 		{Name: "put, 100 clients / 10 conns: throughput", Ref: "put-100x10", Metric: report.Throughput, AtLeast: true, Want: 2.0},
 		{Name: "txn-put, 100 clients / 10 conns: throughput", Ref: "txn-put-100x10", Metric: report.Throughput, AtLeast: true, Want: 2.0},

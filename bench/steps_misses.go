@@ -28,6 +28,9 @@ func (h *harness) missesStep(ctx context.Context) (string, error) {
 		if r.Ref == figRSS {
 			ms.Bound = append(ms.Bound, h.revdMemory...)
 		}
+		if r.Ref == figFailover {
+			ms.Bound = append(ms.Bound, failoverLines(h.suite.Failover)...)
+		}
 		if r.Ref == watchLatencyID {
 			lines, err := h.watchOrderLines(ctx)
 			ms.Bound = append(ms.Bound, lines...)

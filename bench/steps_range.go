@@ -80,7 +80,10 @@ func (h *harness) bigRangeStep(kind string) func(context.Context) (string, error
 		if err != nil {
 			return fail(err)
 		}
-		kv := h.live[kind].kv
+		kv, err := h.kv(kind)
+		if err != nil {
+			return fail(err)
+		}
 		m0, err := srv.Memory()
 		if err != nil {
 			return fail(err)

@@ -49,16 +49,16 @@ func (h *harness) natsSteps() []step {
 		}
 		steps = append(steps, step{"revd: NATS " + sp.name, func(ctx context.Context) (string, error) {
 			run := &h.suite.NATS[i].Run
-			srv, err := h.server(proc.Revd)
+			ls, err := h.cluster(proc.Revd)
 			if err != nil {
 				*run = report.Run{Status: report.Failed, Err: err.Error()}
 				return "", err
 			}
 			var done atomic.Int64
 			h.prog.SetCounter(func() (int64, int64) { return done.Load(), int64(total) })
-			cpu0, cpuErr := srv.CPUTime()
+			cpu0, cpuErr := ls.cpuTime()
 			s, err := natsload.Run(ctx, natsload.Config{
-				URL: srv.NATSURL, Clients: sp.clients, Conns: conns, Total: total, Op: sp.op,
+				URL: ls.natsURLs(), Clients: sp.clients, Conns: conns, Total: total, Op: sp.op,
 				KeySize: keySize, ValSize: valSize, KeySpace: h.cfg.keySpace, SeqKeys: true,
 				RangeKey: rangeKey, Serializable: sp.serializable, Done: &done,
 			})
@@ -67,7 +67,7 @@ func (h *harness) natsSteps() []step {
 				return "", err
 			}
 			*run = report.Run{Status: report.OK, Summary: s}
-			if cpu1, err := srv.CPUTime(); err == nil && cpuErr == nil && s.Requests > 0 {
+			if cpu1, err := ls.cpuTime(); err == nil && cpuErr == nil && s.Requests > 0 {
 				run.CPUPerRequest = (cpu1 - cpu0) / time.Duration(s.Requests)
 			}
 			return describe(s), nil
@@ -94,15 +94,31 @@ func (h *harness) profileStep(ctx context.Context) (string, error) {
 
 // profile takes a CPU profile of revd while etcd's benchmark tool runs load
 // (which must outlast it: it is stopped once the profile is taken), and
-// summarizes it into p.
+// summarizes it into p. In a cluster it profiles the leader, or for a run
+// on a follower the follower the tool is given.
 func (h *harness) profile(ctx context.Context, p *report.Profile, load toolRun) (string, error) {
-	srv, err := h.server(proc.Revd)
+	ls, err := h.cluster(proc.Revd)
 	if err != nil {
 		return "", err
 	}
+	endpoints, member, err := h.toolEndpoints(ctx, ls, load)
+	if err != nil {
+		return "", err
+	}
+	role := "follower"
+	if member < 0 {
+		role = "leader"
+		if member, err = ls.leader(ctx, 30*time.Second); err != nil {
+			return "", err
+		}
+	}
+	srv := ls.members[member]
+	if h.clustered() {
+		p.Workload += fmt.Sprintf("; the profile is the %s's, %s", role, ls.names[member])
+	}
 	lctx, stopLoad := context.WithCancel(ctx)
 	loadDone := make(chan etcdbench.Result, 1)
-	go func() { loadDone <- etcdbench.Tool{Bin: h.tools.Benchmark}.Run(lctx, load.args(srv.Endpoint)) }()
+	go func() { loadDone <- etcdbench.Tool{Bin: h.tools.Benchmark}.Run(lctx, load.args(endpoints)) }()
 	// Let the tool connect (and set up its watchers, leases) before
 	// sampling.
 	if load.writes {

@@ -23,7 +23,7 @@ func (h *harness) addWorkloadRows(tr toolRun) {
 		h.suite.Workloads = append(h.suite.Workloads, &report.Workload{
 			ID: r.id, Name: r.name, Clients: tr.clients, Conns: tr.conns, Chart: r.chart,
 			Related: r.related, RelatedNote: r.relatedNote, Aside: r.aside,
-			Command: "benchmark " + strings.Join(tr.args("ENDPOINT").Args(), " "),
+			Command: "benchmark " + strings.Join(tr.args(tr.placeholder(h.cfg.members)).Args(), " "),
 		})
 	}
 }
@@ -84,7 +84,11 @@ func (h *harness) toolStep(kind string, tr toolRun, rs rounds, round int) func(c
 			}
 			return "", err
 		}
-		srv, err := h.server(kind)
+		ls, err := h.cluster(kind)
+		if err != nil {
+			return fail(err)
+		}
+		endpoints, follower, err := h.toolEndpoints(ctx, ls, tr)
 		if err != nil {
 			return fail(err)
 		}
@@ -99,9 +103,9 @@ func (h *harness) toolStep(kind string, tr toolRun, rs rounds, round int) func(c
 		}
 		tctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		cpu0, cpuErr := srv.CPUTime()
-		res := etcdbench.Tool{Bin: h.tools.Benchmark}.Run(tctx, tr.args(srv.Endpoint))
-		cpu1, err := srv.CPUTime()
+		cpu0, cpuErr := ls.cpuTime()
+		res := etcdbench.Tool{Bin: h.tools.Benchmark}.Run(tctx, tr.args(endpoints))
+		cpu1, err := ls.cpuTime()
 		if cpuErr == nil {
 			cpuErr = err
 		}
@@ -120,8 +124,8 @@ func (h *harness) toolStep(kind string, tr toolRun, rs rounds, round int) func(c
 			return "n/a (unimplemented)", nil
 		}
 		if res.Err != nil {
-			if !srv.Running() {
-				res.Err = fmt.Errorf("%w (%s exited: %v)", res.Err, kind, srv.ExitErr())
+			if err := ls.running(); err != nil {
+				res.Err = fmt.Errorf("%w (%v)", res.Err, err)
 			}
 			return fail(res.Err)
 		}
@@ -141,6 +145,9 @@ func (h *harness) toolStep(kind string, tr toolRun, rs rounds, round int) func(c
 			served += s.Requests
 			out = append(out, describe(s))
 		}
+		if follower >= 0 {
+			out = append(out, "through follower "+ls.names[follower])
+		}
 		if cpuErr == nil && served > 0 {
 			per := (cpu1 - cpu0) / time.Duration(served)
 			for _, r := range tr.rows {
@@ -155,6 +162,20 @@ func (h *harness) toolStep(kind string, tr toolRun, rs rounds, round int) func(c
 		}
 		return strings.Join(out, "; "), nil
 	}
+}
+
+// toolEndpoints are the endpoints a tool run is given: every member's, or
+// for a run on a follower, one follower's, whose index follower then is
+// (-1 otherwise).
+func (h *harness) toolEndpoints(ctx context.Context, ls *liveServer, tr toolRun) (endpoints []string, follower int, err error) {
+	if !tr.follower {
+		return ls.endpoints(), -1, nil
+	}
+	f, err := ls.follower(ctx)
+	if err != nil {
+		return nil, -1, err
+	}
+	return []string{ls.members[f].Endpoint}, f, nil
 }
 
 // pickRound makes the round whose ratio on rs.by is the median (of the
@@ -205,8 +226,12 @@ func describe(s *stats.Summary) string {
 	return line
 }
 
-// memoryStep records the server's VmRSS and VmHWM after the gRPC workloads.
+// memoryStep records the server's VmRSS and VmHWM after the gRPC
+// workloads (each member's, for a cluster: see clusterMemoryStep).
 func (h *harness) memoryStep(kind string) func(context.Context) (string, error) {
+	if h.clustered() {
+		return h.clusterMemoryStep(kind)
+	}
 	rss := h.figure(figRSS, "VmRSS after the gRPC workloads", report.Bytes, false)
 	hwm := h.figure(figHWM, "VmHWM after the gRPC workloads", report.Bytes, false)
 	return func(ctx context.Context) (string, error) {

@@ -58,10 +58,11 @@ func (j *Journal) Alarms() ([]Alarm, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, readErr("read alarms", err)
+		return nil, j.corrupt(readErr("read alarms", err))
 	}
 	defer closer.Close()
-	return decodeAlarms(v)
+	alarms, err := decodeAlarms(v)
+	return alarms, j.corrupt(err)
 }
 
 func decodeAlarms(v []byte) ([]Alarm, error) {

@@ -182,53 +182,66 @@ func putAuthProto(b *pebble.Batch, prefix string, name []byte, m proto.Message) 
 // Auth reads the durable auth store. A damaged entry is an error wrapping
 // ErrCorrupt.
 func (j *Journal) Auth() (AuthState, error) {
-	var st AuthState
 	if err := j.life.enter(); err != nil {
-		return st, err
+		return AuthState{}, err
 	}
 	defer j.life.exit()
+	st, err := j.auth()
+	return st, j.corrupt(err)
+}
+
+func (j *Journal) auth() (AuthState, error) {
+	var st AuthState
 	it, err := j.db.NewIter(&pebble.IterOptions{LowerBound: []byte(authPrefix), UpperBound: []byte{authPrefix[0], authPrefix[1] + 1}})
 	if err != nil {
 		return st, readErr("read the auth store", err)
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
-		key := it.Key()
-		payload, err := authPayload(key, it.Value())
-		if err != nil {
+		if err := decodeAuthEntry(it.Key(), it.Value(), &st); err != nil {
 			return AuthState{}, err
-		}
-		switch k := string(key); {
-		case k == string(keyAuthEnabled):
-			if len(payload) != 1 || payload[0] > 1 {
-				return AuthState{}, fmt.Errorf("%w: auth entry %q: bad value %x", ErrCorrupt, key, payload)
-			}
-			st.Enabled = payload[0] == 1
-		case k == string(keyAuthRevision):
-			if len(payload) != 8 {
-				return AuthState{}, fmt.Errorf("%w: auth entry %q: value of %d bytes", ErrCorrupt, key, len(payload))
-			}
-			st.Revision = binary.BigEndian.Uint64(payload)
-		case len(k) > len(authUserPrefix) && k[:len(authUserPrefix)] == authUserPrefix:
-			u := new(authpb.User)
-			if err := decodeAuthProto(key, payload, u, u.GetName); err != nil {
-				return AuthState{}, err
-			}
-			st.Users = append(st.Users, u)
-		case len(k) > len(authRolePrefix) && k[:len(authRolePrefix)] == authRolePrefix:
-			r := new(authpb.Role)
-			if err := decodeAuthProto(key, payload, r, r.GetName); err != nil {
-				return AuthState{}, err
-			}
-			st.Roles = append(st.Roles, r)
-		default:
-			return AuthState{}, fmt.Errorf("%w: unknown auth entry %q", ErrCorrupt, key)
 		}
 	}
 	if err := it.Error(); err != nil {
 		return AuthState{}, readErr("read the auth store", err)
 	}
 	return st, nil
+}
+
+// decodeAuthEntry checks the auth entry (key, v) and adds it to st. Errors
+// wrap ErrCorrupt.
+func decodeAuthEntry(key, v []byte, st *AuthState) error {
+	payload, err := authPayload(key, v)
+	if err != nil {
+		return err
+	}
+	switch k := string(key); {
+	case k == string(keyAuthEnabled):
+		if len(payload) != 1 || payload[0] > 1 {
+			return fmt.Errorf("%w: auth entry %q: bad value %x", ErrCorrupt, key, payload)
+		}
+		st.Enabled = payload[0] == 1
+	case k == string(keyAuthRevision):
+		if len(payload) != 8 {
+			return fmt.Errorf("%w: auth entry %q: value of %d bytes", ErrCorrupt, key, len(payload))
+		}
+		st.Revision = binary.BigEndian.Uint64(payload)
+	case len(k) > len(authUserPrefix) && k[:len(authUserPrefix)] == authUserPrefix:
+		u := new(authpb.User)
+		if err := decodeAuthProto(key, payload, u, u.GetName); err != nil {
+			return err
+		}
+		st.Users = append(st.Users, u)
+	case len(k) > len(authRolePrefix) && k[:len(authRolePrefix)] == authRolePrefix:
+		r := new(authpb.Role)
+		if err := decodeAuthProto(key, payload, r, r.GetName); err != nil {
+			return err
+		}
+		st.Roles = append(st.Roles, r)
+	default:
+		return fmt.Errorf("%w: unknown auth entry %q", ErrCorrupt, key)
+	}
+	return nil
 }
 
 func decodeAuthProto(key, payload []byte, m proto.Message, name func() []byte) error {

@@ -204,9 +204,11 @@ func (j *Journal) Sync() error {
 		return err
 	}
 	defer j.life.exit()
+	commit, rev := j.committed()
 	if err := j.db.LogData(nil, pebble.Sync); err != nil {
 		return fmt.Errorf("journal: sync: %w", err)
 	}
+	j.markDurable(commit, rev)
 	return nil
 }
 
@@ -244,10 +246,9 @@ func (j *Journal) commit(b *Batch, opts *pebble.WriteOptions) error {
 	if b.n == 0 && !b.hasCompactRev && b.ops == 0 {
 		return nil
 	}
-	if err := b.pb.Commit(opts); err != nil {
+	if _, err := j.commitNumbered(b.pb, newLast, b.n > 0, opts); err != nil {
 		return fmt.Errorf("journal: commit: %w", err)
 	}
-	j.unflushed.Add(int64(len(b.pb.Repr())))
 	j.lastRev.Store(newLast)
 	if b.hasCompactRev {
 		j.compactRev.Store(b.compactRev)

@@ -19,6 +19,9 @@ import (
 // and the journal tools open it like any data directory; it keeps the
 // cluster and member ids, and Open bumps its term as usual.
 //
+// The copy has its own high-water mark (hwm.go): the commits synced
+// before the copy began, all of which it holds.
+//
 // Pebble hard-links the immutable table files when dir is on the same
 // filesystem (copying them otherwise) and copies the live write-ahead
 // logs; the copies are then cut after their last block of data, dropping
@@ -35,6 +38,11 @@ func (j *Journal) Checkpoint(dir string) error {
 		return err
 	}
 	defer j.life.exit()
+	// The copy's high-water mark: what was synced before the copy began,
+	// all of which the copy holds.
+	j.commitMu.Lock()
+	m := mark{Commit: j.commitNum, Rev: j.lastRev.Load()}
+	j.commitMu.Unlock()
 	if err := j.db.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("journal: checkpoint into %s: %w", dir, fs.ErrExist)
@@ -42,6 +50,10 @@ func (j *Journal) Checkpoint(dir string) error {
 		return fmt.Errorf("journal: checkpoint into %s: %w", dir, err)
 	}
 	if err := trimWALs(dir); err != nil {
+		_ = os.RemoveAll(dir)
+		return fmt.Errorf("journal: checkpoint into %s: %w", dir, err)
+	}
+	if err := writeHWMFile(j.fs, dir, m); err != nil {
 		_ = os.RemoveAll(dir)
 		return fmt.Errorf("journal: checkpoint into %s: %w", dir, err)
 	}

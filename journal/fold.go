@@ -122,9 +122,8 @@ func (j *Journal) foldChunk(base, upTo int64, chunk int) (int64, error) {
 	if err := b.Set(keyBaseRev, encodeUint64(uint64(end)), nil); err != nil {
 		return 0, fmt.Errorf("journal: fold: %w", err)
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := j.commitLocked(b); err != nil {
 		return 0, fmt.Errorf("journal: fold: %w", err)
 	}
-	j.unflushed.Add(int64(len(b.Repr())))
 	return end, nil
 }

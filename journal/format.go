@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"math"
 
+	"github.com/cockroachdb/pebble/v2"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -43,6 +44,7 @@ var (
 	keyTerm       = []byte("m/term")
 	keyCompactRev = []byte("m/compact_rev")
 	keyBaseRev    = []byte("m/base_rev")
+	keyCommit     = []byte("m/commit")
 )
 
 // Key bounds derived from the prefixes.
@@ -323,6 +325,38 @@ func cutBaseSub(payload []byte) ([]byte, int64, error) {
 		p = p[n+m:]
 	}
 	return payload, 0, nil
+}
+
+// commitValueLen is the size of m/commit's value: the number, big-endian,
+// then its CRC-32C (Castagnoli), big-endian. The CRC comes last because
+// m/commit is the last entry of every synced batch: a batch whose last
+// bytes were zeroes could be taken for a write torn by a crash
+// (logScan.classify).
+const commitValueLen = 12
+
+func appendCommitValue(dst []byte, n uint64) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, n)
+	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[len(dst)-8:], castagnoli))
+}
+
+// getCommit reads m/commit: 0 when absent (a store written before commits
+// were numbered). Errors wrap ErrCorrupt.
+func getCommit(r reader) (uint64, error) {
+	b, closer, err := r.Get(keyCommit)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, readErr(fmt.Sprintf("read %s", keyCommit), err)
+	}
+	defer closer.Close()
+	if len(b) != commitValueLen {
+		return 0, fmt.Errorf("%w: meta key %s holds %d bytes, want %d", ErrCorrupt, keyCommit, len(b), commitValueLen)
+	}
+	if stored, computed := binary.BigEndian.Uint32(b[8:]), crc32.Checksum(b[:8], castagnoli); stored != computed {
+		return 0, fmt.Errorf("%w: meta key %s: checksum mismatch (stored %#08x, computed %#08x)", ErrCorrupt, keyCommit, stored, computed)
+	}
+	return binary.BigEndian.Uint64(b), nil
 }
 
 func encodeUint64(v uint64) []byte {

@@ -33,7 +33,7 @@ func (j *Journal) Install(src string) error {
 	j.commitMu.Lock()
 	defer j.commitMu.Unlock()
 
-	from, err := openReadOnly(src, Options{Logger: j.log})
+	from, _, err := openReadOnly(src, Options{Logger: j.log})
 	if err != nil {
 		return err
 	}
@@ -47,6 +47,12 @@ func (j *Journal) Install(src string) error {
 		}
 		keep[string(k)] = append([]byte(nil), v...)
 		closer.Close()
+	}
+	// The store is about to go back and forth: no high-water mark holds
+	// until the install is done (a crash meanwhile leaves m/installing,
+	// and the server installs again).
+	if err := j.resetMark(mark{}); err != nil {
+		return err
 	}
 	b := j.db.NewBatch()
 	if err := b.DeleteRange([]byte{0}, []byte{0xff, 0xff, 0xff, 0xff}, nil); err != nil {
@@ -114,6 +120,10 @@ func (j *Journal) Install(src string) error {
 
 	m, err := readMeta(j.db)
 	if err != nil {
+		return err
+	}
+	j.commitNum = m.Commit
+	if err := j.resetMark(mark{Commit: m.Commit, Rev: m.LastRev}); err != nil {
 		return err
 	}
 	j.lastRev.Store(m.LastRev)

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -39,9 +37,42 @@ type Options struct {
 	// computed from its configuration as etcd computes them); 0 picks a
 	// random id. An existing store keeps its own.
 	ClusterID, MemberID uint64
+	// FS is the file system the data directory is on. nil means the
+	// operating system's (vfs.Default). Tests give Pebble's memory file
+	// system, which can simulate a power loss. Checkpoint, Snapshot,
+	// RestoreSnapshot and the Loader always use the operating system's.
+	FS vfs.FS
+	// Salvage makes OpenReadOnly open a store that lost acknowledged
+	// commits (behind its high-water mark, its newest WAL or MANIFEST
+	// damaged, its mark missing) as far as Pebble recovers it, instead of
+	// refusing it: for getting out what is left (revctl journal export and
+	// rebuild --accept-loss). What Pebble itself cannot open still fails.
+	// Open ignores it.
+	Salvage bool
+	// OnCorrupt, if set, is called with an error wrapping ErrCorrupt each
+	// time the running journal finds damaged data that it did not find
+	// before: a table block or a record whose checksum fails when read,
+	// whether by a read (which then returns that error, never the data) or
+	// by Pebble's background compactions. It is called on a goroutine of
+	// its own, so it may block and may call the Journal.
+	OnCorrupt func(error)
 }
 
 const defaultCacheBytes = 32 << 20
+
+// resolved fills in the defaults.
+func (o Options) resolved() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = defaultCacheBytes
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	return o
+}
 
 // Meta describes the store as Open found it.
 type Meta struct {
@@ -62,12 +93,17 @@ type Meta struct {
 	// newest, 2; OpenReadOnly and Inspect also read version 1, which has
 	// no index entries.
 	Format uint64
+	// Commit is m/commit: how many synced commits wrote no record (the
+	// newest revision counts the others). 0 for a directory written before
+	// commits were numbered.
+	Commit uint64
 }
 
 // Journal is an open journal. Its methods may be called from any goroutine;
 // see Commit and Fold for what may run at the same time.
 type Journal struct {
 	dir  string
+	fs   vfs.FS
 	log  *slog.Logger
 	db   *pebble.DB
 	lock *pebble.Lock
@@ -75,8 +111,12 @@ type Journal struct {
 
 	life lifecycle
 
-	// commitMu makes Commit's check of the revisions and the write one step.
+	// commitMu serializes the journal's writes (commitNumbered):
+	// Commit's check of the revisions and the write are one step, and
+	// commit numbers follow the order of the log.
 	commitMu sync.Mutex
+	// commitNum is m/commit as the newest commit set it; under commitMu.
+	commitNum uint64
 	// foldMu lets one Fold run at a time.
 	foldMu sync.Mutex
 
@@ -87,63 +127,95 @@ type Journal struct {
 
 	// unflushed counts the bytes committed since Pebble last flushed its
 	// memtables (DataSize); a flush sets it back to 0.
-	unflushed *atomic.Int64
+	unflushed atomic.Int64
+
+	// ids are the ids Options gave for a store Open creates.
+	ids struct{ ClusterID, MemberID uint64 }
+
+	// hwm is the high-water mark file (hwm.go); nil when read-only.
+	hwm *hwm
+	// Damage found while running (OnCorrupt).
+	onCorrupt func(error)
+	corruptMu sync.Mutex
+	corrupted map[string]bool
 }
 
 // Open opens the journal in dir, creating dir and a new store if dir is
 // missing or empty. It errors with ErrLocked if the directory is in use and
-// with ErrCorrupt if it holds something other than a readable revd store.
-// Before returning it durably increments the term.
+// with ErrCorrupt if it holds something other than a readable revd store,
+// or a store that lost data it had acknowledged (integrity.go): then it
+// has written nothing in dir. Before returning it durably increments the
+// term.
 func Open(dir string, opts Options) (*Journal, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	log = log.With("component", "journal")
-	cacheBytes := opts.CacheBytes
-	if cacheBytes <= 0 {
-		cacheBytes = defaultCacheBytes
-	}
-
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	o := opts.resolved()
+	log := o.Logger.With("component", "journal")
+	fsys := o.FS
+	if err := fsys.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
 	}
-	if err := checkDir(dir); err != nil {
+	if err := checkDir(fsys, dir); err != nil {
 		return nil, err
 	}
-	lock, err := pebble.LockDirectory(dir, vfs.Default)
+	lock, err := pebble.LockDirectory(dir, fsys)
 	if err != nil {
 		return nil, lockErr(dir, err)
 	}
 	// Snapshots a crash left behind: their hard links would hold tables
 	// forever.
-	if err := os.RemoveAll(filepath.Join(dir, snapshotsDir)); err != nil {
+	if err := fsys.RemoveAll(fsys.PathJoin(dir, snapshotsDir)); err != nil {
 		_ = lock.Close()
 		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
 	}
-	cache := pebble.NewCache(cacheBytes)
-	o := pebbleOptions(cache, lock, log.With("pebble", true))
-	unflushed := new(atomic.Int64)
-	o.EventListener = &pebble.EventListener{FlushEnd: func(pebble.FlushInfo) { unflushed.Store(0) }}
-	db, err := pebble.Open(dir, o)
-	cache.Unref() // the DB holds its own reference
-	if err != nil {
-		_ = lock.Close()
-		return nil, openErr(dir, err)
-	}
-	j := &Journal{dir: dir, log: log, db: db, lock: lock, unflushed: unflushed}
+	j := &Journal{dir: dir, fs: fsys, log: log, lock: lock, onCorrupt: o.OnCorrupt}
+	j.ids.ClusterID, j.ids.MemberID = o.ClusterID, o.MemberID
 	j.life.init()
-	if j.meta, err = startMeta(db, opts.ClusterID, opts.MemberID); err != nil {
-		_ = db.Close()
+	if err := j.open(o); err != nil {
 		_ = lock.Close()
-		return nil, fmt.Errorf("%w (in %s)", err, dir)
+		return nil, err
 	}
 	j.lastRev.Store(j.meta.LastRev)
 	j.compactRev.Store(j.meta.CompactRev)
 	j.baseRev.Store(j.meta.BaseRev)
-	log.Info("journal opened", "dir", dir, "term", j.meta.Term,
+	log.Info("journal opened", "dir", dir, "term", j.meta.Term, "commit", j.meta.Commit,
 		"last_rev", j.meta.LastRev, "compact_rev", j.meta.CompactRev, "base_rev", j.meta.BaseRev)
 	return j, nil
+}
+
+// open checks the directory (integrity.go), opens Pebble and the
+// high-water mark and starts the meta.
+func (j *Journal) open(o Options) error {
+	p, err := j.checkBeforeOpen(o)
+	if err != nil {
+		return err
+	}
+	m := p.files.mark
+	if !p.files.hasMark {
+		// A new store, or one written before the mark existed: the mark
+		// starts where the store is (checkBeforeOpen read it).
+		m = mark{Commit: p.meta.Commit, Rev: max(1, p.meta.LastRev)}
+		if err := writeHWMFile(j.fs, j.dir, m); err != nil {
+			return err
+		}
+	}
+	if j.hwm, err = openHWM(j.fs, j.dir, m); err != nil {
+		return err
+	}
+	cache := pebble.NewCache(o.CacheBytes)
+	po := pebbleOptions(cache, j.lock, j.fs, j.log.With("pebble", true))
+	po.EventListener = j.eventListener()
+	db, err := pebble.Open(j.dir, po)
+	cache.Unref() // the DB holds its own reference
+	if err != nil {
+		_ = j.hwm.f.Close()
+		return openErr(j.dir, err)
+	}
+	j.db = db
+	if err := j.startMeta(); err != nil {
+		_ = db.Close()
+		_ = j.hwm.f.Close()
+		return fmt.Errorf("%w (in %s)", err, j.dir)
+	}
+	return nil
 }
 
 // Meta returns the store's meta as read (and, for Term, written) by Open.
@@ -210,6 +282,15 @@ func (j *Journal) Close() error {
 		return ErrClosed
 	}
 	err := j.db.Close()
+	if j.hwm != nil {
+		if err == nil {
+			// Closing Pebble synced its WAL: every commit is durable.
+			j.markDurable(j.committed())
+		}
+		if herr := j.hwm.close(); err == nil && herr != nil {
+			err = herr
+		}
+	}
 	if lerr := j.lock.Close(); err == nil {
 		err = lerr
 	}

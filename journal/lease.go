@@ -115,7 +115,7 @@ func (j *Journal) Leases() iter.Seq2[LeaseRecord, error] {
 		defer j.life.exit()
 		it, err := j.db.NewIter(&pebble.IterOptions{LowerBound: leasesLower, UpperBound: leasesUpper})
 		if err != nil {
-			yield(LeaseRecord{}, readErr("read leases", err))
+			yield(LeaseRecord{}, j.corrupt(readErr("read leases", err)))
 			return
 		}
 		defer it.Close()
@@ -126,12 +126,12 @@ func (j *Journal) Leases() iter.Seq2[LeaseRecord, error] {
 			}
 			v, err := it.ValueAndErr()
 			if err != nil {
-				yield(LeaseRecord{}, readErr("read leases", err))
+				yield(LeaseRecord{}, j.corrupt(readErr("read leases", err)))
 				return
 			}
 			l, err := decodeLease(it.Key(), v)
 			if err != nil {
-				yield(LeaseRecord{}, err)
+				yield(LeaseRecord{}, j.corrupt(err))
 				return
 			}
 			if !yield(l, nil) {
@@ -139,7 +139,7 @@ func (j *Journal) Leases() iter.Seq2[LeaseRecord, error] {
 			}
 		}
 		if err := it.Error(); err != nil {
-			yield(LeaseRecord{}, readErr("read leases", err))
+			yield(LeaseRecord{}, j.corrupt(readErr("read leases", err)))
 		}
 	}
 }

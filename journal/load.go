@@ -95,7 +95,7 @@ func NewLoader(dir string, m LoadMeta, opts Options) (*Loader, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	cache := pebble.NewCache(8 << 20)
-	po := pebbleOptions(cache, lock, log.With("component", "journal", "pebble", true))
+	po := pebbleOptions(cache, lock, vfs.Default, log.With("component", "journal", "pebble", true))
 	po.DisableWAL = true // Finish flushes the memtables and syncs
 	db, err := pebble.Open(tmp, po)
 	cache.Unref()
@@ -246,7 +246,13 @@ func (l *Loader) Finish() (Meta, error) {
 		l.Abort()
 		return Meta{}, fmt.Errorf("journal: load: compact revision %d is above the last revision %d", m.CompactRev, m.LastRev)
 	}
-	if err := setMeta(l.b, m); err != nil {
+	// The directory's one commit: its first Open numbers the next 2.
+	m.Commit = 1
+	err := setMeta(l.b, m)
+	if err == nil {
+		err = l.b.Set(keyCommit, appendCommitValue(nil, m.Commit), nil)
+	}
+	if err != nil {
 		l.Abort()
 		return Meta{}, fmt.Errorf("journal: load: %w", err)
 	}
@@ -276,6 +282,9 @@ func (l *Loader) finish() error {
 	l.lock = nil
 	if err != nil {
 		return fmt.Errorf("journal: load: close: %w", err)
+	}
+	if err := writeHWMFile(vfs.Default, l.tmp, mark{Commit: 1, Rev: l.rev, Closed: true}); err != nil {
+		return fmt.Errorf("journal: load: %w", err)
 	}
 	// os.Rename does not replace a directory, even an empty one: remove
 	// it first (os.Remove fails if something was put in it meanwhile).

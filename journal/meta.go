@@ -17,59 +17,78 @@ type reader interface {
 	NewIter(o *pebble.IterOptions) (*pebble.Iterator, error)
 }
 
-// startMeta reads the meta keys of an open store, or writes them if the
+// startMeta reads the meta keys of the open store, or writes them if the
 // store is new, durably bumps the term and works out the last revision.
-func startMeta(db *pebble.DB, clusterID, memberID uint64) (Meta, error) {
-	_, found, err := getUint64(db, keyFormat)
+func (j *Journal) startMeta() error {
+	isNew, m, err := peekMeta(j.db)
 	if err != nil {
-		return Meta{}, err
+		return err
 	}
-	if !found {
-		return initMeta(db, clusterID, memberID)
+	if isNew {
+		return j.initMeta()
 	}
-	format, _, err := getUint64(db, keyFormat)
-	if err != nil {
-		return Meta{}, err
-	}
-	if format == 1 {
-		if err := migrate(db); err != nil {
-			return Meta{}, err
+	if m.Format == 1 {
+		if err := migrate(j.db); err != nil {
+			return err
 		}
+		m.Format = formatVersion
 	}
-	var m Meta
-	if _, closer, err := db.Get(keyInstalling); err == nil {
-		// An interrupted Install: only the identity is whole, and the
-		// server installs the snapshot again before it reads anything.
-		closer.Close()
-		m, err = readIdentity(db)
-		if err != nil {
-			return Meta{}, err
-		}
-	} else if m, err = readMeta(db); err != nil {
-		return Meta{}, err
-	}
+	j.commitNum = m.Commit
 	m.Term++
-	if err := db.Set(keyTerm, encodeUint64(m.Term), pebble.Sync); err != nil {
-		return Meta{}, fmt.Errorf("journal: write term: %w", err)
+	b := j.db.NewBatch()
+	defer b.Close()
+	if err := b.Set(keyTerm, encodeUint64(m.Term), nil); err != nil {
+		return fmt.Errorf("journal: write term: %w", err)
 	}
-	return m, nil
+	if m.Commit, err = j.commitNumbered(b, m.LastRev, false, pebble.Sync); err != nil {
+		return fmt.Errorf("journal: write term: %w", err)
+	}
+	j.meta = m
+	return nil
 }
 
-// initMeta writes the meta keys of a new store in one synced batch. A store
-// without m/format must be empty: anything else was not written by revd.
-func initMeta(db *pebble.DB, clusterID, memberID uint64) (Meta, error) {
-	it, err := db.NewIter(nil)
+// peekMeta reads the meta of a store, or says it is new: no m/format, as
+// a crash while creating it can leave it.
+func peekMeta(r reader) (isNew bool, m Meta, err error) {
+	_, found, err := getUint64(r, keyFormat)
+	if err != nil || !found {
+		return err == nil, Meta{}, err
+	}
+	if installing, err := isInstalling(r); err != nil || installing {
+		// An interrupted Install: only the identity is whole, and the
+		// server installs the snapshot again before it reads anything.
+		if err == nil {
+			m, err = readIdentity(r)
+		}
+		return false, m, err
+	}
+	m, err = readMeta(r)
+	return false, m, err
+}
+
+// isInstalling reports whether r holds m/installing (see Install).
+func isInstalling(r reader) (bool, error) {
+	_, closer, err := r.Get(keyInstalling)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
 	if err != nil {
-		return Meta{}, readErr("open", err)
+		return false, readErr("read m/installing", err)
 	}
-	if it.First() {
-		k := string(it.Key())
-		_ = it.Close()
-		return Meta{}, fmt.Errorf("%w: Pebble store without revd metadata holds key %q", ErrCorrupt, k)
+	closer.Close()
+	return true, nil
+}
+
+// initMeta writes the meta keys of a new store in one synced commit. A
+// store without m/format must be empty: anything else was not written by
+// revd. It then has Pebble start a new WAL: the first WAL of a store is
+// created before Pebble moves to its format, and is written without the
+// sync offsets that tell a damaged chunk from a torn end (logscan.go).
+func (j *Journal) initMeta() error {
+	if err := checkEmpty(j.db); err != nil {
+		return err
 	}
-	if err := it.Close(); err != nil {
-		return Meta{}, readErr("open", err)
-	}
+	clusterID, memberID := j.ids.ClusterID, j.ids.MemberID
 	if clusterID == 0 {
 		clusterID = randomID()
 	}
@@ -77,15 +96,38 @@ func initMeta(db *pebble.DB, clusterID, memberID uint64) (Meta, error) {
 		memberID = randomID()
 	}
 	m := Meta{ClusterID: clusterID, MemberID: memberID, Term: 2, LastRev: 1, Format: formatVersion}
-	b := db.NewBatch()
+	b := j.db.NewBatch()
 	defer b.Close()
 	if err := setMeta(b, m); err != nil {
-		return Meta{}, fmt.Errorf("journal: init meta: %w", err)
+		return fmt.Errorf("journal: init meta: %w", err)
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return Meta{}, fmt.Errorf("journal: init meta: %w", err)
+	var err error
+	if m.Commit, err = j.commitNumbered(b, m.LastRev, false, pebble.Sync); err != nil {
+		return fmt.Errorf("journal: init meta: %w", err)
 	}
-	return m, nil
+	if err := j.db.Flush(); err != nil {
+		return fmt.Errorf("journal: init meta: %w", err)
+	}
+	j.meta = m
+	return nil
+}
+
+// checkEmpty refuses a store without m/format that holds keys: revd did
+// not write it.
+func checkEmpty(r reader) error {
+	it, err := r.NewIter(nil)
+	if err != nil {
+		return readErr("open", err)
+	}
+	if it.First() {
+		k := string(it.Key())
+		_ = it.Close()
+		return fmt.Errorf("%w: Pebble store without revd metadata holds key %q", ErrCorrupt, k)
+	}
+	if err := it.Close(); err != nil {
+		return readErr("open", err)
+	}
+	return nil
 }
 
 // setMeta writes m's meta keys (and the format version) into b.
@@ -110,12 +152,12 @@ func setMeta(b *pebble.Batch, m Meta) error {
 
 // readIdentity reads the meta keys Install keeps: an interrupted install
 // leaves nothing else to read. The store is empty as far as revisions go.
-func readIdentity(db *pebble.DB) (Meta, error) {
+func readIdentity(db reader) (Meta, error) {
 	m := Meta{LastRev: 1}
 	for _, f := range []struct {
 		k []byte
 		v *uint64
-	}{{keyClusterID, &m.ClusterID}, {keyMemberID, &m.MemberID}, {keyTerm, &m.Term}} {
+	}{{keyFormat, &m.Format}, {keyClusterID, &m.ClusterID}, {keyMemberID, &m.MemberID}, {keyTerm, &m.Term}} {
 		v, found, err := getUint64(db, f.k)
 		if err != nil {
 			return Meta{}, err
@@ -131,7 +173,7 @@ func readIdentity(db *pebble.DB) (Meta, error) {
 // readMeta reads and checks the meta keys and the newest record. It takes
 // the layout versions this revd reads: 1 (read only: Open migrates it
 // first) and formatVersion.
-func readMeta(db *pebble.DB) (Meta, error) {
+func readMeta(db reader) (Meta, error) {
 	var (
 		m                     Meta
 		format, compact, base uint64
@@ -169,6 +211,11 @@ func readMeta(db *pebble.DB) (Meta, error) {
 			ErrCorrupt, int64(compact), int64(base))
 	}
 	m.CompactRev, m.BaseRev = int64(compact), int64(base)
+	commit, err := getCommit(db)
+	if err != nil {
+		return Meta{}, err
+	}
+	m.Commit = commit
 
 	first, last, err := recordBounds(db)
 	if err != nil {
@@ -176,6 +223,10 @@ func readMeta(db *pebble.DB) (Meta, error) {
 	}
 	if first != 0 && first <= m.BaseRev {
 		return Meta{}, fmt.Errorf("%w: record %d is at or below the base revision %d", ErrCorrupt, first, m.BaseRev)
+	}
+	if want := max(m.BaseRev, 1) + 1; first > want {
+		return Meta{}, fmt.Errorf("%w: revisions %d to %d are missing: the records start at %d, the base revision is %d",
+			ErrCorrupt, want, first-1, first, m.BaseRev)
 	}
 	m.LastRev = max(1, last, m.BaseRev)
 	if m.CompactRev > m.LastRev {
@@ -199,12 +250,21 @@ func recordBounds(r reader) (first, last int64, err error) {
 		}
 	}()
 	if !it.First() {
+		if err := it.Error(); err != nil {
+			return 0, 0, readErr("open", err)
+		}
 		return 0, 0, nil
 	}
 	if first, err = parseRecordKey(it.Key()); err != nil {
 		return 0, 0, err
 	}
-	it.Last()
+	if !it.Last() {
+		// A table that cannot be read: its error, not the key before.
+		if err := it.Error(); err != nil {
+			return 0, 0, readErr("open", err)
+		}
+		return 0, 0, fmt.Errorf("%w: the newest record cannot be found", ErrCorrupt)
+	}
 	if last, err = parseRecordKey(it.Key()); err != nil {
 		return 0, 0, err
 	}

@@ -63,6 +63,11 @@ func (j *Journal) Pairs(n int, ref func(i int) (key string, rev int64), kvs []*m
 		return err
 	}
 	defer j.life.exit()
+	return j.corrupt(j.pairs(n, ref, kvs))
+}
+
+// pairs is Pairs inside the journal's life, before damage is reported.
+func (j *Journal) pairs(n int, ref func(i int) (key string, rev int64), kvs []*mvccpb.KeyValue) error {
 	if n == 1 {
 		key, rev := ref(0)
 		kv, err := j.pair(key, rev)

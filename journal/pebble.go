@@ -8,11 +8,13 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // pebbleFormat is the Pebble format major version of new stores: the newest
@@ -23,11 +25,11 @@ const pebbleFormat = pebble.FormatValueSeparation
 // pebbleOptions returns the Pebble options for a journal. The load is a
 // write-heavy log: keys arrive in increasing order, in large synced batches,
 // and are read back mostly by sequential scans.
-func pebbleOptions(cache *pebble.Cache, lock *pebble.Lock, log *slog.Logger) *pebble.Options {
+func pebbleOptions(cache *pebble.Cache, lock *pebble.Lock, fsys vfs.FS, log *slog.Logger) *pebble.Options {
 	o := &pebble.Options{
 		Cache:              cache,
 		Lock:               lock,
-		FS:                 newWALFS(),
+		FS:                 newWALFS(fsys),
 		FormatMajorVersion: pebbleFormat,
 		Logger:             pebbleLogger{log},
 		// Memtables absorb write bursts (up to four queued); flushes of
@@ -122,6 +124,8 @@ func pebbleFile(name string) bool {
 		return true
 	case name == RaftWALDir, name == RaftSnapDir: // a cluster member's raft log, see RaftWALDir
 		return true
+	case name == hwmFile, name == hwmFile+".tmp": // revd's own, see hwm.go
+		return true
 	case strings.HasPrefix(name, "MANIFEST-"),
 		strings.HasPrefix(name, "OPTIONS-"),
 		strings.HasPrefix(name, "marker."),
@@ -138,15 +142,16 @@ func pebbleFile(name string) bool {
 
 // checkDir refuses a directory holding files that no Pebble store would
 // hold, before anything is written to it. An empty directory is a new store.
-func checkDir(dir string) error {
-	entries, err := os.ReadDir(dir)
+func checkDir(fsys vfs.FS, dir string) error {
+	names, err := fsys.List(dir)
 	if err != nil {
 		return fmt.Errorf("journal: open %s: %w", dir, err)
 	}
-	for _, e := range entries {
-		if !pebbleFile(e.Name()) {
+	slices.Sort(names)
+	for _, name := range names {
+		if !pebbleFile(name) {
 			return fmt.Errorf("%w: %s is not a revd data directory: it holds %q, which revd did not write",
-				ErrCorrupt, dir, e.Name())
+				ErrCorrupt, dir, name)
 		}
 	}
 	return nil
@@ -172,14 +177,22 @@ func openErr(dir string, err error) error {
 		errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
 		return fmt.Errorf("journal: open %s: %w", dir, err)
 	}
-	return fmt.Errorf("%w: %s: %v", ErrCorrupt, dir, err)
+	return fmt.Errorf("%w: %s: %s", ErrCorrupt, dir, firstLine(err))
 }
 
 // readErr maps an error of a Pebble read: corruption found by Pebble wraps
 // ErrCorrupt, anything else is returned with context.
 func readErr(op string, err error) error {
 	if pebble.IsCorruptionError(err) {
-		return fmt.Errorf("%w: %s: %v", ErrCorrupt, op, err)
+		return fmt.Errorf("%w: %s: %s", ErrCorrupt, op, firstLine(err))
 	}
 	return fmt.Errorf("journal: %s: %w", op, err)
+}
+
+// firstLine is err's message up to its first line break: Pebble joins a
+// placeholder line ("<corruption detail carrier>") to its corruption
+// errors.
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
 }

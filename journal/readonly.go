@@ -4,11 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"math"
-	"os"
 	"strings"
-	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -25,16 +22,28 @@ var ErrNoJournal = fmt.Errorf("journal: no journal in this directory: %w", fs.Er
 //
 // It takes the directory lock as Open does, so it fails with ErrLocked
 // while a server runs on dir: read a running server's journal through a
-// checkpoint (Checkpoint) instead. It makes Open's checks and fails with
-// ErrCorrupt where Open would, and with ErrNoJournal when dir is missing or
-// holds no store (it never creates one). Records, Base, Scan, ScanBase,
-// Meta and Size work as usual; Commit and Fold fail.
+// checkpoint (Checkpoint) instead. It makes Open's checks (integrity.go)
+// and fails with ErrCorrupt where Open would, and with ErrNoJournal when
+// dir is missing or holds no store (it never creates one). Records, Base,
+// Scan, ScanBase, Meta and Size work as usual; Commit and Fold fail.
 func OpenReadOnly(dir string, opts Options) (*Journal, error) {
-	j, err := openReadOnly(dir, opts)
+	j, files, err := openReadOnly(dir, opts)
 	if err != nil {
 		return nil, err
 	}
-	if j.meta, err = readMeta(j.db); err != nil {
+	p := preflight{files: files}
+	j.meta, err = readMeta(j.db)
+	if err == nil {
+		err = p.checkStore(j.fs, dir, j.meta)
+	}
+	if err == nil && len(p.problems) > 0 {
+		err = p.problems[0]
+		if opts.Salvage {
+			j.log.Warn("reading a damaged data directory as far as it goes", "err", err)
+			err = nil
+		}
+	}
+	if err != nil {
 		_ = j.Close()
 		return nil, fmt.Errorf("%w (in %s)", err, dir)
 	}
@@ -46,28 +55,50 @@ func OpenReadOnly(dir string, opts Options) (*Journal, error) {
 // rather than using it: it does not refuse a store whose meta keys are
 // missing, malformed or inconsistent, nor one whose newest record is
 // damaged. It returns the journal with one error, wrapping ErrCorrupt, for
-// each problem found in the meta keys (a key missing or malformed, a zero
-// id, a term below 2, a base revision above the compaction revision, a
-// compaction revision above the last revision); Meta holds what could be read
-// (zero for the rest, LastRev from the record keys). Records are not read:
-// Scan them to check them.
+// each problem found in the files (the checks Open makes: integrity.go)
+// and in the meta keys (a key missing or malformed, a zero id, a term
+// below 2, a base revision above the compaction revision, a compaction
+// revision above the last revision); Meta holds what could be read (zero
+// for the rest, LastRev from the record keys). Records and tables are not
+// read: Scan, ScanBase, CheckKeys and CheckTables do.
 //
-// It still fails, with a nil Journal, when dir holds no store
-// (ErrNoJournal), holds files revd did not write or a store Pebble cannot
-// open (ErrCorrupt), or is locked (ErrLocked).
+// When Pebble cannot open the store because it is damaged, Inspect returns
+// a nil Journal, the problems found in the files and the reason, all
+// wrapping ErrCorrupt, and a nil error. It fails, with a nil Journal, when
+// dir holds no store (ErrNoJournal), holds files revd did not write
+// (ErrCorrupt), or is locked (ErrLocked).
 func Inspect(dir string, opts Options) (*Journal, []error, error) {
-	j, err := openReadOnly(dir, opts)
+	o := opts.resolved()
+	files, err := lockedFiles(dir, o)
 	if err != nil {
 		return nil, nil, err
 	}
-	var problems []error
-	j.meta, problems, err = inspectMeta(j.db)
+	problems := fileProblems(o.FS, dir, files.dirFiles)
+	j, err := files.openPebble(o)
+	if errors.Is(err, ErrCorrupt) {
+		return nil, append(problems, explainOpenFailure(o.FS, dir, files.dirFiles, err)), nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var metaProblems []error
+	j.meta, metaProblems, err = inspectMeta(j.db)
 	if err != nil {
 		_ = j.Close()
 		return nil, nil, fmt.Errorf("%w (in %s)", err, dir)
 	}
+	p := preflight{files: files.dirFiles}
+	if err := p.checkStore(o.FS, dir, j.meta); err != nil {
+		_ = j.Close()
+		return nil, nil, err
+	}
+	problems = append(problems, p.problems...)
+	if p.harmless != nil {
+		problems = append(problems, fmt.Errorf("%w (nothing acknowledged is lost: the store holds every commit %s records)",
+			p.harmless, hwmFile))
+	}
 	j.setMeta()
-	return j, problems, nil
+	return j, append(problems, metaProblems...), nil
 }
 
 func (j *Journal) setMeta() {
@@ -76,68 +107,87 @@ func (j *Journal) setMeta() {
 	j.baseRev.Store(j.meta.BaseRev)
 }
 
-// openReadOnly opens the Pebble store of dir read-only, holding its lock.
-func openReadOnly(dir string, opts Options) (*Journal, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	log = log.With("component", "journal", "read_only", true)
-	cacheBytes := opts.CacheBytes
-	if cacheBytes <= 0 {
-		cacheBytes = defaultCacheBytes
-	}
-	st, err := os.Stat(dir)
+// locked is a data directory checked to be one and locked, its files
+// listed.
+type locked struct {
+	dirFiles
+	dir  string
+	lock *pebble.Lock
+}
+
+// lockedFiles checks that dir is a data directory holding a store, locks
+// it and lists its files.
+func lockedFiles(dir string, o Options) (locked, error) {
+	fsys := o.FS
+	st, err := fsys.Stat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s does not exist", ErrNoJournal, dir)
+		return locked{}, fmt.Errorf("%w: %s does not exist", ErrNoJournal, dir)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
+		return locked{}, fmt.Errorf("journal: open %s: %w", dir, err)
 	}
 	if !st.IsDir() {
-		return nil, fmt.Errorf("%w: %s is not a directory", ErrNoJournal, dir)
+		return locked{}, fmt.Errorf("%w: %s is not a directory", ErrNoJournal, dir)
 	}
-	if err := checkDir(dir); err != nil {
+	if err := checkDir(fsys, dir); err != nil {
+		return locked{}, err
+	}
+	files, err := listFiles(fsys, dir)
+	if err != nil {
+		return locked{}, err
+	}
+	if !files.exists() && len(files.tables) == 0 && (!files.hasMark || files.mark.Commit == 0) {
+		return locked{}, fmt.Errorf("%w: %s holds no Pebble store", ErrNoJournal, dir)
+	}
+	lock, err := pebble.LockDirectory(dir, fsys)
+	if err != nil {
+		return locked{}, lockErr(dir, err)
+	}
+	return locked{dirFiles: files, dir: dir, lock: lock}, nil
+}
+
+// openPebble opens the locked directory's store read-only; on failure the
+// lock is released.
+func (l locked) openPebble(o Options) (*Journal, error) {
+	log := o.Logger.With("component", "journal", "read_only", true)
+	if !l.exists() {
+		_ = l.lock.Close()
+		return nil, fileProblems(o.FS, l.dir, l.dirFiles)[0]
+	}
+	db, err := openPebbleReadOnly(l.dir, l.lock, o.FS, o)
+	if err != nil {
+		_ = l.lock.Close()
 		return nil, err
 	}
-	if !hasPebbleStore(dir) {
-		return nil, fmt.Errorf("%w: %s holds no Pebble store", ErrNoJournal, dir)
-	}
-	lock, err := pebble.LockDirectory(dir, vfs.Default)
-	if err != nil {
-		return nil, lockErr(dir, err)
-	}
-	cache := pebble.NewCache(cacheBytes)
-	o := pebbleOptions(cache, lock, log.With("pebble", true))
-	o.ReadOnly = true
-	db, err := pebble.Open(dir, o)
-	cache.Unref()
-	if err != nil {
-		_ = lock.Close()
-		return nil, openErr(dir, err)
-	}
-	j := &Journal{dir: dir, log: log, db: db, lock: lock, unflushed: new(atomic.Int64)}
+	j := &Journal{dir: l.dir, fs: o.FS, log: log, db: db, lock: l.lock}
 	j.life.init()
 	return j, nil
 }
 
 // Exists reports whether dir holds a journal (a Pebble store), so that
 // Open would open rather than create one.
-func Exists(dir string) bool { return hasPebbleStore(dir) }
+func Exists(dir string) bool {
+	f, err := listFiles(vfs.Default, dir)
+	return err == nil && f.exists()
+}
 
-// hasPebbleStore says whether dir has a Pebble manifest marker (current
-// stores) or a CURRENT file (old ones).
-func hasPebbleStore(dir string) bool {
-	entries, err := os.ReadDir(dir)
+// openReadOnly opens the Pebble store of dir read-only, holding its lock,
+// after fileProblems' checks; the store's meta is left to the caller.
+func openReadOnly(dir string, opts Options) (*Journal, dirFiles, error) {
+	o := opts.resolved()
+	l, err := lockedFiles(dir, o)
 	if err != nil {
-		return false
+		return nil, dirFiles{}, err
 	}
-	for _, e := range entries {
-		if n := e.Name(); n == "CURRENT" || strings.HasPrefix(n, "marker.manifest.") {
-			return true
-		}
+	if problems := fileProblems(o.FS, dir, l.dirFiles); len(problems) > 0 && !o.Salvage {
+		_ = l.lock.Close()
+		return nil, dirFiles{}, fmt.Errorf("%w (in %s)", problems[0], dir)
 	}
-	return false
+	j, err := l.openPebble(o)
+	if err != nil {
+		return nil, dirFiles{}, explainOpenFailure(o.FS, dir, l.dirFiles, err)
+	}
+	return j, l.dirFiles, nil
 }
 
 // inspectMeta reads the meta keys like readMeta, but reports each problem
@@ -150,13 +200,13 @@ func inspectMeta(db reader) (Meta, []error, error) {
 		vals     = map[string]uint64{}
 	)
 	problem := func(format string, a ...any) {
-		problems = append(problems, fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, a...)...))
+		problems = append(problems, fmt.Errorf("%w: meta: "+format, append([]any{ErrCorrupt}, a...)...))
 	}
 	for _, k := range [][]byte{keyFormat, keyClusterID, keyMemberID, keyTerm, keyCompactRev, keyBaseRev} {
 		v, found, err := getUint64(db, k)
 		switch {
 		case errors.Is(err, ErrCorrupt):
-			problems = append(problems, err)
+			problem("%s", strings.TrimPrefix(err.Error(), ErrCorrupt.Error()+": "))
 		case err != nil:
 			return Meta{}, nil, err
 		case !found:
@@ -187,6 +237,14 @@ func inspectMeta(db reader) (Meta, []error, error) {
 		compact, base = 0, 0
 	}
 	m.CompactRev, m.BaseRev = int64(compact), int64(base)
+	switch commit, err := getCommit(db); {
+	case errors.Is(err, ErrCorrupt):
+		problem("%s", strings.TrimPrefix(err.Error(), ErrCorrupt.Error()+": "))
+	case err != nil:
+		return Meta{}, nil, err
+	default:
+		m.Commit = commit
+	}
 	if m.BaseRev > m.CompactRev {
 		problem("base revision %d is above the compact revision %d", m.BaseRev, m.CompactRev)
 	}

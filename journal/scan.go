@@ -1,7 +1,6 @@
 package journal
 
 import (
-	"bytes"
 	"fmt"
 	"iter"
 	"slices"
@@ -141,55 +140,6 @@ func (j *Journal) ScanBase() iter.Seq2[ScannedEntry, error] {
 		}
 		if err := it.Error(); err != nil {
 			yield(ScannedEntry{}, readErr("read base", err))
-		}
-	}
-}
-
-// knownRanges are the key ranges of the layout in doc.go, in key order.
-var knownRanges = [][2][]byte{
-	{[]byte(authPrefix), {authPrefix[0], authPrefix[1] + 1}},
-	{baseLower, baseUpper},
-	{indexLower, indexUpper},
-	{baseIndexLower, baseIndexUpper},
-	{[]byte(leasePrefix), {leasePrefix[0], leasePrefix[1] + 1}},
-	{metaLower, metaUpper},
-	{recordsLower, recordsUpper},
-}
-
-// ForeignKeys iterates over the Pebble keys that belong to none of the
-// layout's prefixes ("a/", "b/", "i", "k/", "l/", "m/", "r"): keys revd
-// never writes. It
-// skips over the known ranges without reading them.
-func (j *Journal) ForeignKeys() iter.Seq2[[]byte, error] {
-	return func(yield func([]byte, error) bool) {
-		if err := j.life.enter(); err != nil {
-			yield(nil, err)
-			return
-		}
-		defer j.life.exit()
-		it, err := j.db.NewIter(nil)
-		if err != nil {
-			yield(nil, readErr("read keys", err))
-			return
-		}
-		defer it.Close()
-		ok := it.First()
-	keys:
-		for ok {
-			k := it.Key()
-			for _, r := range knownRanges {
-				if bytes.Compare(k, r[0]) >= 0 && bytes.Compare(k, r[1]) < 0 {
-					ok = it.SeekGE(r[1])
-					continue keys
-				}
-			}
-			if !yield(slices.Clone(k), nil) {
-				return
-			}
-			ok = it.Next()
-		}
-		if err := it.Error(); err != nil {
-			yield(nil, readErr("read keys", err))
 		}
 	}
 }

@@ -75,7 +75,7 @@ func (v *View) Base() iter.Seq2[BaseEntry, error] {
 			}
 			val, err := it.ValueAndErr()
 			if err != nil {
-				yield(BaseEntry{}, readErr(fmt.Sprintf("read base entry %q", it.Key()[len(basePrefix):]), err))
+				yield(BaseEntry{}, v.j.corrupt(readErr(fmt.Sprintf("read base entry %q", it.Key()[len(basePrefix):]), err)))
 				return
 			}
 			kv, sub, err := decodeBaseEntry(it.Key(), val)
@@ -84,7 +84,7 @@ func (v *View) Base() iter.Seq2[BaseEntry, error] {
 					ErrCorrupt, kv.Key, kv.ModRevision, v.baseRev)
 			}
 			if err != nil {
-				yield(BaseEntry{}, err)
+				yield(BaseEntry{}, v.j.corrupt(err))
 				return
 			}
 			if !yield(BaseEntry{KV: kv, Sub: sub}, nil) {
@@ -92,7 +92,7 @@ func (v *View) Base() iter.Seq2[BaseEntry, error] {
 			}
 		}
 		if err := it.Error(); err != nil {
-			yield(BaseEntry{}, readErr("read base", err))
+			yield(BaseEntry{}, v.j.corrupt(readErr("read base", err)))
 		}
 	}
 }
@@ -121,22 +121,39 @@ func (v *View) Records(from, to int64) iter.Seq2[Record, error] {
 			return
 		}
 		defer it.Close()
+		next := max(from, 2) // revisions are gap-free (1 has no record): the chain
 		for ok := it.First(); ok; ok = it.Next() {
 			if v.j.life.stopping.Load() {
 				yield(Record{}, ErrClosed)
 				return
 			}
 			rec, err := readRecord(it)
+			if err == nil && rec.Revision != next {
+				err = missingErr(next, rec.Revision-1)
+			}
 			if err != nil {
-				yield(Record{}, err)
+				yield(Record{}, v.j.corrupt(err))
 				return
 			}
+			next++
 			if !yield(rec, nil) {
 				return
 			}
 		}
 		if err := it.Error(); err != nil {
-			yield(Record{}, readErr("read records", err))
+			yield(Record{}, v.j.corrupt(readErr("read records", err)))
+			return
+		}
+		if next <= to {
+			yield(Record{}, v.j.corrupt(missingErr(next, to)))
 		}
 	}
+}
+
+// missingErr says that the records of revisions [from, to] are missing.
+func missingErr(from, to int64) error {
+	if from == to {
+		return fmt.Errorf("%w: record %d is missing", ErrCorrupt, from)
+	}
+	return fmt.Errorf("%w: records %d to %d are missing", ErrCorrupt, from, to)
 }

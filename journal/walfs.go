@@ -1,6 +1,8 @@
 package journal
 
 import (
+	"errors"
+	"io/fs"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -22,30 +24,44 @@ import (
 // and extents together with the record, as it must for the record to be
 // readable; a crash before that sync loses only the uncommitted extension.
 // The tail past the last record reads as zeroes, which
-// Pebble's WAL reader already treats as a torn end of the newest WAL (as it
-// does for its own recycled WAL files, whose tails hold older logs). Older
+// Pebble's WAL reader already treats as a torn end of the newest WAL. Older
 // WALs end with Pebble's EOF trailer, so the zeroes after it are never
 // read. Only files named *.log are extended; tables and manifests are not.
+//
+// # No recycled WALs
+//
+// Pebble reuses an obsolete WAL file for the next WAL (ReuseForWrite), so
+// the tail of a recycled file holds an older log, not zeroes. walFS does
+// not reuse: it removes the old file and creates the new one, as
+// ReuseForWrite's contract allows. Then the bytes past the newest WAL's
+// last synced write are zeroes, or data written but not synced when the
+// machine stopped, and nothing else: what lets Open tell a write torn by a
+// crash from damage (see integrity.go). Recycling saved the metadata
+// update of a growing file; the extension above already does.
 type walFS struct{ vfs.FS }
 
-func newWALFS() vfs.FS { return walFS{vfs.Default} }
+func newWALFS(fs vfs.FS) vfs.FS { return walFS{fs} }
 
 func isWAL(name string) bool { return strings.HasSuffix(name, ".log") }
 
-func (fs walFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := fs.FS.Create(name, category)
+func (w walFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := w.FS.Create(name, category)
 	if err != nil || !isWAL(name) {
 		return f, err
 	}
 	return extendFile{f}, nil
 }
 
-func (fs walFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := fs.FS.ReuseForWrite(oldname, newname, category)
-	if err != nil || !isWAL(newname) {
-		return f, err
+// ReuseForWrite creates newname afresh, as Create does, after removing
+// oldname (see "No recycled WALs" above).
+func (w walFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	if !isWAL(newname) {
+		return w.FS.ReuseForWrite(oldname, newname, category)
 	}
-	return extendFile{f}, nil
+	if err := w.FS.Remove(oldname); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	return w.Create(newname, category)
 }
 
 // extendFile is a WAL file whose Preallocate extends it (see walFS).

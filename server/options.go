@@ -62,7 +62,7 @@ type Options struct {
 
 	// Feed carries durable commits to the watch hub (and any other
 	// subscriber). Default: an in-process watch.LocalFeed; revd passes a
-	// NATS feed (gateway/natsapi).
+	// NATS feed (bus.Feed).
 	Feed watch.Feed
 	// WatchProgressInterval is how often idle progress_notify watchers are
 	// told the current revision. Default 10 minutes, as etcd.

@@ -28,25 +28,35 @@ func (s *Server) publishAttributes(ctx context.Context, a *raftv1.MemberAttribut
 	})
 }
 
-// publishMember publishes this member's attributes until the log holds them or
-// the server closes, trying again every election timeout.
+// publishMember publishes this member's attributes on every start, as etcd
+// does, until this member applied them or the server closes, trying again
+// every election timeout; then it closes s.ready.
 func (s *Server) publishMember() {
 	a := &raftv1.MemberAttributes{MemberId: s.meta.MemberID, Name: s.opts.Name, ClientUrls: s.opts.ClientURLs}
+	published := false
 	for {
-		if m := s.cluster.member(s.meta.MemberID); m != nil && m.Name == a.Name && slices.Equal(m.ClientUrls, a.ClientUrls) {
+		if !published {
+			ctx, cancel := context.WithTimeout(authgate.AsServer(context.Background()), s.requestTimeout())
+			_, err := s.publishAttributes(ctx, a)
+			cancel()
+			if published = err == nil; published {
+				s.log.Info("published the member's attributes", "name", a.Name, "client_urls", a.ClientUrls)
+			}
+		}
+		// The leader answered once it applied them; this member may not
+		// have yet.
+		if m := s.cluster.member(s.meta.MemberID); published && m != nil && m.Name == a.Name && slices.Equal(m.ClientUrls, a.ClientUrls) {
+			close(s.ready)
 			return
 		}
-		ctx, cancel := context.WithTimeout(authgate.AsServer(context.Background()), s.requestTimeout())
-		_, err := s.publishAttributes(ctx, a)
-		cancel()
-		if err == nil {
-			s.log.Info("published the member's attributes", "name", a.Name, "client_urls", a.ClientUrls)
-			return
+		wait := s.electionTimeout()
+		if published {
+			wait = 10 * time.Millisecond
 		}
 		select {
 		case <-s.closing:
 			return
-		case <-time.After(s.electionTimeout()):
+		case <-time.After(wait):
 		}
 	}
 }

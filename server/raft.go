@@ -190,6 +190,10 @@ func (s *Server) startRaft() error {
 		return err
 	}
 	s.raft = node
+	go func() {
+		<-node.Stopped()
+		s.props.stop() // what it still waits for will never be applied
+	}()
 	tr.Raft = node
 	if err := tr.Start(); err != nil {
 		node.Stop()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	"google.golang.org/protobuf/proto"
@@ -13,17 +14,18 @@ import (
 )
 
 // proposals is the sequencer's Log in a cluster: a batch becomes one raft
-// log entry, and Append returns once this member applied it (the applier
-// found it, by proposer and sequence number, and journaled and published
-// the batch the proposal holds, not a decoded copy). An entry a later
-// leader replaced is lost: Append returns sequencer.ErrLost once the
-// applier reaches a later term's entry.
+// log entry, and Append's channel answers once this member applied it (the
+// applier found it, by proposer and sequence number, and journaled and
+// published the batch the proposal holds, not a decoded copy). An entry a
+// later leader replaced is lost: the channel gets sequencer.ErrLost once
+// the applier reaches a later term's entry, or raft stops.
 type proposals struct {
 	s *Server
 
 	mu      sync.Mutex
 	next    uint64
 	waiting map[uint64]*proposal
+	stopped bool
 }
 
 type proposal struct {
@@ -38,12 +40,12 @@ func newProposals(s *Server) *proposals {
 	return &proposals{s: s, waiting: map[uint64]*proposal{}}
 }
 
-// Append proposes b and waits until this member applied it.
-func (l *proposals) Append(b *sequencer.Batch) error {
+// Append proposes b; the channel answers once this member applied it.
+func (l *proposals) Append(b *sequencer.Batch) (<-chan error, error) {
 	seq := l.seq()
 	data, values, err := encodeEntry(l.s.meta.MemberID, seq, b)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	return l.propose(seq, data, &proposal{batch: b, values: values})
 }
@@ -56,7 +58,11 @@ func (l *proposals) publish(a *raftv1.MemberAttributes) error {
 	if err != nil {
 		return err
 	}
-	return l.propose(seq, data, &proposal{attrs: a})
+	done, err := l.propose(seq, data, &proposal{attrs: a})
+	if err != nil {
+		return err
+	}
+	return <-done
 }
 
 func (l *proposals) seq() uint64 {
@@ -66,26 +72,58 @@ func (l *proposals) seq() uint64 {
 	return l.next
 }
 
-func (l *proposals) propose(seq uint64, data []byte, p *proposal) error {
+// propose appends data to raft's log, in order after every earlier
+// proposal: raft drops a proposal while the leader hands its leadership
+// over, or holds too much uncommitted, and a later one may then be taken,
+// which would leave a gap in the revisions; so a dropped proposal is made
+// again until raft takes it or this member no longer leads the term it
+// was made in (sequencer.ErrNotLeader). The proposal's done channel gets
+// its outcome.
+func (l *proposals) propose(seq uint64, data []byte, p *proposal) (<-chan error, error) {
 	s := l.s
 	p.term, p.done = s.raft.Term(), make(chan error, 1)
 	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
+		return nil, sequencer.ErrLost
+	}
 	l.waiting[seq] = p
 	l.mu.Unlock()
-	if err := s.raft.Propose(context.Background(), data); err != nil {
-		l.mu.Lock()
-		delete(l.waiting, seq)
-		l.mu.Unlock()
-		if errors.Is(err, raft.ErrProposalDropped) {
-			return sequencer.ErrNotLeader
+	for {
+		err := s.raft.Propose(context.Background(), data)
+		if err == nil {
+			return p.done, nil
 		}
-		return err
+		if !errors.Is(err, raft.ErrProposalDropped) || !s.raft.IsLeader() || s.raft.Term() != p.term {
+			l.mu.Lock()
+			delete(l.waiting, seq)
+			l.mu.Unlock()
+			if errors.Is(err, raft.ErrProposalDropped) {
+				return nil, sequencer.ErrNotLeader
+			}
+			return nil, err
+		}
+		select {
+		case <-s.raft.Stopped():
+			l.stop()
+			return nil, sequencer.ErrLost
+		case <-time.After(proposeRetry):
+		}
 	}
-	select {
-	case err := <-p.done:
-		return err
-	case <-s.raft.Stopped():
-		return sequencer.ErrLost
+}
+
+// proposeRetry is the pause before a dropped proposal is made again.
+const proposeRetry = 2 * time.Millisecond
+
+// stop ends every proposal still waiting, and any made later, with
+// sequencer.ErrLost: raft stopped.
+func (l *proposals) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stopped = true
+	for seq, p := range l.waiting {
+		delete(l.waiting, seq)
+		p.done <- sequencer.ErrLost
 	}
 }
 

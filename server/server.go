@@ -81,6 +81,7 @@ type Server struct {
 
 	closing   chan struct{} // closed when Close begins
 	closeOnce sync.Once
+	ready     chan struct{} // closed once this member published its attributes (see Ready)
 }
 
 // New opens (or creates) the data directory, restores the state from the
@@ -96,7 +97,8 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	jopts := journal.Options{Logger: opts.Logger.With("component", "journal"), CacheBytes: opts.CacheBytes}
+	corrupt := new(corruptionSink)
+	jopts := journal.Options{Logger: opts.Logger.With("component", "journal"), CacheBytes: opts.CacheBytes, OnCorrupt: corrupt.report}
 	if id != nil {
 		jopts.ClusterID, jopts.MemberID = id.clusterID, id.memberID
 	}
@@ -111,7 +113,7 @@ func New(opts Options) (*Server, error) {
 	meta := j.Meta()
 	values := journalValues{j}
 	s := &Server{opts: opts, log: opts.Logger, j: j, meta: meta, started: time.Now(), splits: splits, set: shard.NewSet(splits, values),
-		limit: reqsize.Limit{MemberID: meta.MemberID, MaxBytes: opts.MaxRequestBytes}, closing: make(chan struct{}), joined: id}
+		limit: reqsize.Limit{MemberID: meta.MemberID, MaxBytes: opts.MaxRequestBytes}, closing: make(chan struct{}), ready: make(chan struct{}), joined: id}
 	s.reads = reader{set: s.set, j: j, committed: &s.committed, compactRev: &s.compactRev}
 	s.lead.init()
 	s.props = newProposals(s)
@@ -184,12 +186,13 @@ func New(opts Options) (*Server, error) {
 	}
 	s.log.Info("store restored", "dir", opts.DataDir, "revision", r.rev,
 		"compact_revision", compactRev, "keys", s.stats.keys.Load(), "took", time.Since(s.started))
+	corrupt.s.Store(s)
 	return s, nil
 }
 
 // advance moves the committed revision and compaction by a durable batch,
-// and the counters (the first fanout subscriber): it runs on the writer
-// goroutine after the fsync and before any command of the batch is
+// and the counters (the first fanout subscriber): it runs on raft's apply
+// goroutine once the batch is applied, before any command of the batch is
 // answered, so the batch's revisions are readable before anything else
 // hears of them.
 func (s *Server) advance(b *sequencer.Batch) {
@@ -258,6 +261,12 @@ func (s *Server) journalChange(c *sequencer.Change) error {
 		return sequencer.ErrStopped
 	}
 }
+
+// Ready is closed once this member has published its name and client URLs
+// through the log and applied them, as etcd's ReadyNotify: etcd serves its
+// clients only from then on, and so does cmd/revd. A member that cannot
+// reach a quorum is never ready. Until it is, the member serves its peers.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
 
 // MemberID is this member's id; ClusterID the cluster's.
 func (s *Server) MemberID() uint64  { return s.meta.MemberID }

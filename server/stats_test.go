@@ -41,6 +41,7 @@ func TestStatsKeysAndCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	<-s.Ready() // its attributes published: one commit of its own
 	commits.Store(0)
 	if got := s.Stats().Keys; got != 2 {
 		t.Fatalf("after restart: %d keys, want 2", got)

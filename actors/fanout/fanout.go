@@ -2,9 +2,8 @@
 // tells every part of revd following the journal about each batch, in
 // order, before any command of the batch is answered.
 //
-// The sequencer's writer (and, in a cluster, the member applying committed
-// log entries) calls Publish once per batch, on its own goroutine, after
-// the batch is durable. Publish calls each subscriber in the order they
+// The server's applier calls Publish once per batch, on raft's apply
+// goroutine, after the batch is durable and applied to the journal. Publish calls each subscriber in the order they
 // subscribed; none may block, since every command of the batch waits for
 // Publish to return. The server subscribes, in this order (see
 // server.New):

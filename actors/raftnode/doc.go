@@ -4,7 +4,7 @@
 // entries mean: a StateMachine applies them (the server: the journal and
 // every projection), a Transport carries the messages (etcd's rafthttp).
 //
-// # Two goroutines
+// # Three goroutines
 //
 // The raft goroutine ticks the clock and takes each Ready in turn: a
 // leader sends its messages first and writes its log meanwhile (the raft
@@ -33,7 +33,8 @@
 //
 // # Reads
 //
-// ReadIndex is raft's read index (batched: one round to the leader serves
-// every read waiting when it starts), after which a linearizable read waits
+// ReadIndex is raft's read index, asked by the third goroutine, the read
+// loop (batched: one round to the leader serves every read waiting when it
+// starts), after which a linearizable read waits
 // until the member applied that index (WaitApplied).
 package raftnode

@@ -89,6 +89,9 @@ type Options struct {
 	OnCommit func(*Batch)
 	// OnFail is called once when a journal write fails. Optional.
 	OnFail func(error)
+	// MaxInFlight is how many batches may be on their way to the log at
+	// once (see writer). Default DefaultMaxInFlight.
+	MaxInFlight int
 	// Inactive starts the actor refusing commands (ErrNotLeader) until an
 	// Activate: a cluster member's. Default: it decides from the start.
 	Inactive bool
@@ -129,7 +132,7 @@ func New(opts Options) *Actor {
 		core:      opts.Core,
 		leaseKeys: opts.Core.leases.Keys,
 		q:         q,
-		w:         &writer{q: q, log: opts.Log, onCommit: opts.OnCommit, onFail: opts.OnFail, done: make(chan struct{})},
+		w:         newWriter(q, opts.Log, opts.MaxInFlight, opts.OnCommit, opts.OnFail),
 		rebuild:   opts.Rebuild,
 		active:    !opts.Inactive,
 	}
@@ -158,36 +161,49 @@ func (a *Actor) Submit(c *Change) {
 	a.q.Push(pending{
 		out:   Outcome{Auth: c.Auth, Alarms: c.Alarms, SetAlarms: c.SetAlarms},
 		reply: func(o Outcome) { reply(o.Err) },
+		gen:   a.w.gen.Load(),
 	})
 }
 
-// activate makes the actor decide for term, rebuilding a stale core first.
+// activate makes the actor decide for term, rebuilding its core first if
+// it may be ahead of what was applied: it is stale, or it decided in an
+// earlier term (without a Deactivate since: raft may have reported two
+// leaderships of this member in a row), or the writer could not append
+// everything it decided. Every proposal of the earlier terms is settled
+// then (the server activates once this member applied its term's first
+// entry), so what was applied is all the rebuilt core must start from.
 func (a *Actor) activate(term uint64) error {
-	if a.stale || a.w.lost.Load() {
+	if a.stale || a.decided || a.w.bad.Load() >= a.w.gen.Load() {
 		core, err := a.rebuild()
 		if err != nil {
 			return err
 		}
-		a.core, a.leaseKeys, a.stale = core, core.leases.Keys, false
-		a.w.lost.Store(false)
+		a.replace(core)
 	}
 	a.core.Lead(term)
 	a.active, a.decided = true, false
 	return nil
 }
 
+// replace puts core in place of the actor's, in a new generation: the
+// writer refuses what the old core decided and did not append yet.
+func (a *Actor) replace(core *Core) {
+	a.core, a.leaseKeys, a.stale = core, core.leases.Keys, false
+	a.w.newGen()
+}
+
 // Receive implements actor.Actor.
 func (a *Actor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		go a.w.run()
+		a.w.start()
 	case *Command:
 		if !a.active {
 			m.Reply(Outcome{Err: ErrNotLeader})
 			return
 		}
 		a.decided = true
-		a.q.Push(pending{out: a.decide(m), reply: m.Reply})
+		a.q.Push(pending{out: a.decide(m), reply: m.Reply, gen: a.w.gen.Load()})
 	case *Expiry:
 		reply := m.Reply
 		if reply == nil {
@@ -198,7 +214,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 			return
 		}
 		a.decided = true
-		a.q.Push(pending{out: a.core.Expire(m.ID, m.Seq), reply: reply})
+		a.q.Push(pending{out: a.core.Expire(m.ID, m.Seq), reply: reply, gen: a.w.gen.Load()})
 	case *Activate:
 		m.Reply(a.activate(m.Term))
 	case *Deactivate:
@@ -207,7 +223,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		}
 		a.active, a.decided = false, false
 	case *Reset:
-		a.core, a.leaseKeys, a.stale = m.Core, m.Core.leases.Keys, false
+		a.replace(m.Core)
 	case *Follow:
 		if !a.stale {
 			if err := a.core.Follow(m.Batch); err != nil {

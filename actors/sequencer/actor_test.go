@@ -13,8 +13,9 @@ import (
 	"revd/projections/mvcc"
 )
 
-// gateLog is a Log whose Append blocks until the test lets it through, and
-// records every batch.
+// gateLog is a Log whose Append blocks until the test lets it through, the
+// batch then durable and applied, and records every batch: one batch in
+// flight at a time.
 type gateLog struct {
 	mu      sync.Mutex
 	batches []*Batch
@@ -22,15 +23,17 @@ type gateLog struct {
 	release chan error
 }
 
-func (g *gateLog) Append(b *Batch) error {
+func (g *gateLog) Append(b *Batch) (<-chan error, error) {
 	g.entered <- struct{}{}
-	err := <-g.release
-	if err == nil {
-		g.mu.Lock()
-		g.batches = append(g.batches, b)
-		g.mu.Unlock()
+	if err := <-g.release; err != nil {
+		return nil, err
 	}
-	return err
+	g.mu.Lock()
+	g.batches = append(g.batches, b)
+	g.mu.Unlock()
+	done := make(chan error, 1)
+	done <- nil
+	return done, nil
 }
 
 func newSystem(t *testing.T) *actor.ActorSystem {

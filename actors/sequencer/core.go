@@ -198,9 +198,11 @@ func (c *Core) Expire(id int64, seq uint64) Outcome {
 
 // Follow applies a batch another member's sequencer decided (a follower
 // applying the log), so that this core's state stays the applied state and
-// is ready to decide if this member comes to lead. The batch's first
-// revision must follow the core's; a gap or an overlap is an error, and
-// the core is then unchanged.
+// is ready to decide if this member comes to lead. The events carry no
+// PrevKv, on any member: the watch hub reads it at the revision before for
+// the watchers that ask, so it is the same on every member. The batch's
+// first revision must follow the core's; a gap or an overlap is an error,
+// and the core is then unchanged.
 func (c *Core) Follow(b *Batch) error {
 	if n := len(b.Records); n > 0 && b.Records[0].Revision != c.st.Rev()+1 {
 		return fmt.Errorf("sequencer: batch at revision %d does not follow revision %d", b.Records[0].Revision, c.st.Rev())

@@ -6,6 +6,7 @@ import "revd/internal/batchq"
 type pending struct {
 	out   Outcome
 	reply func(Outcome)
+	gen   uint64 // the generation of the core that decided it (see writer)
 }
 
 // commitQueue hands decided commands from the sequencer to the writer. The

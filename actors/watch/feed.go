@@ -2,9 +2,10 @@ package watch
 
 import "sync"
 
-// Feed carries durable commits from the server's writer to whoever follows
-// the store: the hub, and (through NATS) any other subscriber. Publish is
-// called on the writer's goroutine after the fsync and must not block.
+// Feed carries durable commits from the server to whoever follows the
+// store: the hub, and (through NATS) any other subscriber. Publish is
+// called on the goroutine applying committed batches (raft's apply
+// goroutine in revd) and must not block.
 // Subscribers may miss commits (the hub fills gaps from the journal) but
 // never see one that is not durable.
 type Feed interface {

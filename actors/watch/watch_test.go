@@ -408,6 +408,34 @@ func TestPrevKVPerWatcher(t *testing.T) {
 	sk.none(t)
 }
 
+// TestPrevKVLookedUpWhenFeedLacksIt: a feed event without prev_kv that is
+// not a creation (a member whose core could not set it) gets it looked up
+// for a watcher that asked for it; a creation gets none.
+func TestPrevKVLookedUpWhenFeedLacksIt(t *testing.T) {
+	var asked []string
+	e := newEnv(t, 0, HubOptions{Prev: func(key []byte, rev int64) *mvccpb.KeyValue {
+		asked = append(asked, fmt.Sprintf("%s@%d", key, rev))
+		return &mvccpb.KeyValue{Key: key, Value: []byte("old"), ModRevision: rev}
+	}})
+	sk := newSink()
+	st := e.stream(sk, 0)
+	st.Handle(create("a", "c", 0, func(c *pb.WatchCreateRequest) { c.PrevKv = true }))
+	sk.next(t) // created
+	feed := journal.Record{Revision: 2, Events: []*mvccpb.Event{
+		{Type: mvccpb.Event_PUT, Kv: &mvccpb.KeyValue{Key: []byte("a"), Value: []byte("new"), CreateRevision: 1, ModRevision: 2, Version: 2}},
+		{Type: mvccpb.Event_PUT, Kv: &mvccpb.KeyValue{Key: []byte("b"), Value: []byte("new"), CreateRevision: 2, ModRevision: 2, Version: 1}},
+	}}
+	e.rev = 2
+	e.sys.Root.Send(e.hub, &Commit{Records: []journal.Record{feed}})
+	r := sk.next(t)
+	if len(r.Events) != 2 || r.Events[0].PrevKv == nil || string(r.Events[0].PrevKv.Value) != "old" || r.Events[1].PrevKv != nil {
+		t.Fatalf("events %v", r.Events)
+	}
+	if fmt.Sprint(asked) != "[a@1]" {
+		t.Fatalf("looked up %v, want a at revision 1 alone", asked)
+	}
+}
+
 // TestCatchUpBatchesAsEtcd: a catch-up response holds up to
 // MaxRevsPerResponse revisions that have events for the watcher (etcd's
 // watchBatchMaxRevs), however many revisions without any lie between them

@@ -33,15 +33,15 @@ const (
 // journalSubcommands are the journal subcommands, in the order of the
 // help text.
 var journalSubcommands = []struct{ name, use, short string }{
-	{"export", "export --data-dir DIR [--from R] [--to R] [--prefix P] [--format jsonl|proto] [--progress]",
+	{"export", "export --data-dir DIR [--from R] [--to R] [--prefix P] [--format jsonl|proto] [--accept-loss] [--progress]",
 		"Writes the snapshot at --from-1 and every event up to --to to stdout"},
 	{"import", "import FILE --out DIR [--progress]",
 		"Builds a new data directory from an export (FILE - reads stdin)"},
 	{"verify", "verify --data-dir DIR [--progress]",
-		"Checks checksums, revision sequence and fold rules; prints the state hash"},
+		"Reads every file (WALs, tables, MANIFEST, high-water mark), checks checksums, revision sequence, fold rules; prints the state hash"},
 	{"restore", "restore FILE --out DIR",
 		"Builds a new data directory from a snapshot file (etcdctl snapshot save against revd)"},
-	{"rebuild", "rebuild --data-dir DIR --out DIR [--at-rev R] [--progress]",
+	{"rebuild", "rebuild --data-dir DIR --out DIR [--at-rev R] [--accept-loss] [--progress]",
 		"Builds a new data directory as of revision R (default: the last)"},
 	{"stats", "stats --data-dir DIR [-w json]",
 		"Prints revisions, keys, events and sizes"},
@@ -56,21 +56,22 @@ var journalSubcommands = []struct{ name, use, short string }{
 // journalFlagOwners says which subcommands take each journal flag; every
 // subcommand refuses the others' flags.
 var journalFlagOwners = map[string][]string{
-	"data-dir": {"export", "verify", "rebuild", "stats"},
-	"from":     {"export", "tail"},
-	"to":       {"export"},
-	"prefix":   {"export"},
-	"format":   {"export", "tail"},
-	"progress": {"export", "import", "verify", "rebuild"},
-	"out":      {"import", "restore", "rebuild"},
-	"at-rev":   {"rebuild"},
-	"rev":      {"hash"},
+	"data-dir":    {"export", "verify", "rebuild", "stats"},
+	"from":        {"export", "tail"},
+	"to":          {"export"},
+	"prefix":      {"export"},
+	"format":      {"export", "tail"},
+	"progress":    {"export", "import", "verify", "rebuild"},
+	"out":         {"import", "restore", "rebuild"},
+	"at-rev":      {"rebuild"},
+	"accept-loss": {"export", "rebuild"},
+	"rev":         {"hash"},
 }
 
 type journalOptions struct {
 	dataDir, out, prefix, format string
 	from, to, atRev, rev         int64
-	progress                     bool
+	progress, acceptLoss         bool
 }
 
 func journalCommand(r *runner, fs *flagSet) func([]string) error {
@@ -85,6 +86,8 @@ func journalCommand(r *runner, fs *flagSet) func([]string) error {
 	f.StringVar(&o.out, "out", "", "import, rebuild: the data directory to create (must not exist, or be empty); restore: the data directory to create (must not exist)")
 	f.Int64Var(&o.atRev, "at-rev", 0, "rebuild: the revision to rebuild at (default: the last)")
 	f.Int64Var(&o.rev, "rev", 0, "hash: the revision to hash (default: the newest)")
+	f.BoolVar(&o.acceptLoss, "accept-loss", false, "export, rebuild: read a data directory that lost acknowledged writes "+
+		"(revd refuses to start on it) as far as it can be read; what is missing is lost for good")
 	return func(args []string) error {
 		if len(args) == 0 {
 			r.journalUsage()
@@ -174,7 +177,7 @@ func openJournal(sub string, o journalOptions) (*journal.Journal, error) {
 	if o.dataDir == "" {
 		return nil, journalUsageErr("journal %s needs --data-dir", sub)
 	}
-	j, err := journal.OpenReadOnly(o.dataDir, journal.Options{CacheBytes: 16 << 20})
+	j, err := journal.OpenReadOnly(o.dataDir, journal.Options{CacheBytes: 16 << 20, Salvage: o.acceptLoss})
 	if err != nil {
 		return nil, openError(o.dataDir, err)
 	}
@@ -190,7 +193,8 @@ func openError(dir string, err error) error {
 	case errors.Is(err, journal.ErrNoJournal):
 		return journalUsageErr("%s is not a revd data directory: %v", dir, err)
 	case errors.Is(err, journal.ErrCorrupt):
-		return journalUsageErr("%v; `revctl journal verify --data-dir %s` says what is wrong", err, dir)
+		return journalUsageErr("%v; `revctl journal verify --data-dir %s` says what is wrong "+
+			"(export and rebuild --accept-loss read what is left)", err, dir)
 	}
 	return &exitErr{code: exitJournalUsage, err: err}
 }
@@ -349,7 +353,11 @@ func (r *runner) journalVerify(args []string, o journalOptions) error {
 		s = ""
 	}
 	msg := fmt.Sprintf("%d problem%s found in %s (%s)", res.Problems, s, o.dataDir, records)
-	if !res.Hashed {
+	switch {
+	case res.Unopened:
+		msg = fmt.Sprintf("%d problem%s found in %s; the store does not open, so its records were not read",
+			res.Problems, s, o.dataDir)
+	case !res.Hashed:
 		msg += fmt.Sprintf("; the state could be rebuilt up to revision %d only, so it was not hashed", res.StateRev)
 	}
 	fmt.Fprintln(w, msg)

@@ -200,6 +200,12 @@ var natsMemberName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 // hosts, on this member's route port (members on machines of their own
 // listen on the same port).
 func natsClusterFlags(cfg *config, routes string) error {
+	// Members of a cluster that share a NATS server (--nats-url) serve the
+	// same subjects, as members of a NATS cluster do.
+	cfg.natsShared = cfg.natsURL != "" && (len(cfg.cluster.InitialCluster) > 1 || cfg.cluster.Existing)
+	if cfg.natsShared && !natsMemberName.MatchString(cfg.name) {
+		return fmt.Errorf("--name %q: members sharing a NATS server name their subjects, and their names may hold only letters, digits, - and _", cfg.name)
+	}
 	if cfg.natsCluster == "" {
 		if routes != "" {
 			return errors.New("--nats-routes needs --nats-cluster-listen")

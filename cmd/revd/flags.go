@@ -46,6 +46,7 @@ type config struct {
 	log             logConfig // --log-format and --log-outputs
 	natsSubjectRoot string
 	natsCluster     string   // --nats-cluster-listen: the embedded server's route address ("" off)
+	natsShared      bool     // a member of a cluster whose members share the --nats-url server
 	natsRoutes      []string // --nats-routes: the other members' route URLs
 	pprofAddr       string
 	autoCompaction  autocompact.Policy // nil: off

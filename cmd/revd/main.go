@@ -18,6 +18,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"revd/actors/raftnode"
 	"revd/journal"
 	"revd/server"
 )
@@ -76,8 +77,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch {
 		case errors.Is(err, journal.ErrLocked):
 			fmt.Fprintf(stderr, "revd: data directory %q is in use by another revd: %v\n", cfg.dataDir, err)
-		case errors.Is(err, journal.ErrCorrupt):
+		case errors.Is(err, journal.ErrCorrupt), errors.Is(err, raftnode.ErrWALDamaged):
 			fmt.Fprintf(stderr, "revd: data directory %q cannot be read: %v\n", cfg.dataDir, err)
+			fmt.Fprintf(stderr, "revd: refusing to start on damaged data. "+
+				"`revctl journal verify --data-dir %s` lists every problem (see docs/storage-integrity.md)\n", cfg.dataDir)
 		default:
 			fmt.Fprintf(stderr, "revd: %v\n", err)
 		}

@@ -114,12 +114,6 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return err
 	}
 	lns := bound.client
-	svc, err := natsapi.Serve(nc, srv, srv.Maintenance().Status, natsapi.Options{SubjectPrefix: cfg.natsSubjectRoot, Logger: log, Watch: srv, Lease: srv.Lease(),
-		Maintenance: srv.Maintenance(), Cluster: srv.Cluster(), Auth: srv.Auth(), Member: natsMember(cfg)})
-	if err != nil {
-		return fmt.Errorf("starting the NATS API: %w", err)
-	}
-	defer svc.Stop()
 
 	gs := newGRPC(cfg, srv, rpcStats)
 	// etcd's JSON gateway calls the gRPC API as a client would, over an
@@ -152,6 +146,31 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		ErrorLog:          slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelDebug),
 		ConnContext:       httpapi.ConnContext, // the TLS under Split's connections
 	}
+	stopPeers, err := servePeers(bound.peer, cfg.cluster, srv.PeerHandler(), log)
+	if err != nil {
+		return err
+	}
+	defer stopPeers()
+	bound.peer = nil // its server owns it now
+	// As etcd (ReadyNotify), clients are served once this member has
+	// published its attributes through the log: until then, which needs a
+	// quorum, it serves its peers alone, and clients' connections wait.
+	select {
+	case <-srv.Ready():
+	case <-ctx.Done():
+		closeLockElection()
+		gwConn.Close()
+		if errors.Is(context.Cause(ctx), errRemoved) {
+			return errRemoved
+		}
+		return nil
+	}
+	svc, err := natsapi.Serve(nc, srv, srv.Maintenance().Status, natsapi.Options{SubjectPrefix: cfg.natsSubjectRoot, Logger: log, Watch: srv, Lease: srv.Lease(),
+		Maintenance: srv.Maintenance(), Cluster: srv.Cluster(), Auth: srv.Auth(), Member: natsMember(cfg)})
+	if err != nil {
+		return fmt.Errorf("starting the NATS API: %w", err)
+	}
+	defer svc.Stop()
 	errc := make(chan error, len(lns)+1)
 	go func() { errc <- gs.Serve(gwLn) }()
 	// With --listen-client-http-urls, as in etcd, the HTTP endpoints are
@@ -175,12 +194,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		go func() { _ = hs.Serve(httpLn) }()
 	}
 	stopMetrics := serveMetrics(bound, httpapi.MetricsHandler(healthReader{srv}, httpapi.Options{Metrics: mets.Handler()}), log)
-	stopPeers, err := servePeers(bound.peer, cfg.cluster, srv.PeerHandler(), log)
-	if err != nil {
-		return err
-	}
-	defer stopPeers()
-	bound.client, bound.clientHTTP, bound.metrics, bound.peer = nil, nil, nil, nil // the servers own them now
+	bound.client, bound.clientHTTP, bound.metrics = nil, nil, nil // the servers own them now
 	// HTTP first: the gateway's streams (a watch over /v3/watch) hold gRPC
 	// streams that would keep a graceful gRPC stop waiting.
 	stopHTTP := sync.OnceFunc(func() {
@@ -341,7 +355,7 @@ func connectNATS(cfg *config, log *slog.Logger, busUsers *bus.BusUsers) (feedNC,
 // natsMember is this member's name on a NATS cluster the members' embedded
 // servers form, "" without one.
 func natsMember(cfg *config) string {
-	if cfg.natsCluster == "" {
+	if cfg.natsCluster == "" && !cfg.natsShared {
 		return ""
 	}
 	return cfg.name

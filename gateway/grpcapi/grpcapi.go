@@ -5,8 +5,8 @@
 //
 // Served: KV (Range, Put, DeleteRange, Txn, Compact, RangeStream), Watch
 // (watch.go), Lease (lease.go: grant, revoke, keep-alive, time-to-live,
-// leases), Cluster (a cluster of one member that cannot change; see
-// package server/cluster), Maintenance (package server/maintenance: Status,
+// leases), Cluster (etcd's membership calls, changed through raft's log;
+// see package server/cluster), Maintenance (package server/maintenance: Status,
 // Alarm, Defragment, MoveLeader, HashKV, Snapshot (a revd snapshot file,
 // see package journal), Downgrade as an etcd with no downgrade job that
 // cannot start one, and Hash, a hash of etcd's whole bbolt database, which

@@ -3,9 +3,10 @@
 // and write-ahead log contents), as etcd counts its database file.
 //
 // An alarm is raised for a member and a type: NOSPACE when a write would
-// take the journal past the quota (--quota-backend-bytes), or CORRUPT,
-// which only a client raises here (revd checks its data with CRCs as it
-// reads it, and stops on damage instead). Alarms are durable
+// take the journal past the quota (--quota-backend-bytes), or CORRUPT when
+// a client raises it or the journal finds damaged data while running
+// (package server raises it as a client would; damage found at start-up
+// stops revd instead). Alarms are durable
 // (Options.Store: package server hands them to the sequencer as a Change,
 // which joins the next group commit, through the raft log) and last until
 // a client disarms them (etcdctl alarm disarm; the Maintenance.Alarm call,

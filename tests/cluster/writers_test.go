@@ -130,3 +130,16 @@ func (w *writers) check(t *testing.T, cli *clientv3.Client, member string) {
 		t.Fatalf("%s: %d of %d acknowledged writes lost", member, lost, len(w.acked))
 	}
 }
+
+// ackedSince is every acknowledged write at revision from or later.
+func (w *writers) ackedSince(from int64) map[string]int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]int64{}
+	for k, rev := range w.acked {
+		if rev >= from {
+			out[k] = rev
+		}
+	}
+	return out
+}

@@ -30,21 +30,30 @@ func TestMain(m *testing.M) {
 // target, one request at a time, and requires identical answers. It then
 // reads the whole keyspace at every revision still available.
 func TestRandomWorkload(t *testing.T) {
+	randomWorkload(t, NewHarness(t, testutil.Options{}), *opsFlag)
+}
+
+// TestRandomWorkloadCluster is TestRandomWorkload against a 3-member etcd
+// and a 3-member revd, sent to a follower of each: every write goes
+// through the leader, every linearizable read through a read index.
+func TestRandomWorkloadCluster(t *testing.T) {
+	randomWorkload(t, NewClusterHarness(t, 3, testutil.Options{}), min(*opsFlag, 1500))
+}
+
+func randomWorkload(t *testing.T, h *Harness, ops int) {
 	seed := *seedFlag
 	if seed == 0 {
 		seed = time.Now().UnixNano()
 	}
-	t.Logf("seed %d (reproduce: go test ./tests/conformance -run TestRandomWorkload -seed=%d)", seed, seed)
+	t.Logf("seed %d (reproduce: go test ./tests/conformance -run %s -seed=%d)", seed, t.Name(), seed)
 
-	h := NewHarness(t, testutil.Options{})
 	h.Seed = seed
 	g := NewGen(seed)
-	for i := range *opsFlag {
+	for i := range ops {
 		req := g.Next()
 		g.Observe(req, h.Do(fmt.Sprintf("op %d", i), req))
 	}
 	h.LogStats()
-
 	// The whole history that is left, revision by revision.
 	from := max(g.CompactRev, 1)
 	for rev := from; rev <= g.Rev; rev++ {

@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +37,44 @@ const OpTimeout = 20 * time.Second
 type Answer struct {
 	Resp proto.Message // nil on error
 	Err  error
+}
+
+// NewClusterHarness starts a reference etcd and a target of n members each,
+// with the same options (their flags), and sends the requests to a
+// follower of each.
+func NewClusterHarness(t testing.TB, n int, opts testutil.Options) *Harness {
+	t.Helper()
+	kind := testutil.TargetKind(t, TargetEnv)
+	args := opts.ExtraArgs
+	if opts.MaxRequestBytes != 0 {
+		args = append([]string{fmt.Sprintf("--max-request-bytes=%d", opts.MaxRequestBytes)}, args...)
+	}
+	follower := func(kind string) *testutil.Proc {
+		c := testutil.StartCluster(t, kind, testutil.ClusterOptions{Members: n, ExtraArgs: args})
+		return &testutil.Proc{Server: c.Members[(c.Leader()+1)%n]}
+	}
+	ref, tgt := follower(testutil.KindEtcd), follower(kind)
+	return &Harness{
+		T:       t,
+		Ref:     GRPCServer(fmt.Sprintf("etcd 3.7.3 (a follower of %d)", n), ref, ref.Dial(t)),
+		Target:  GRPCServer(fmt.Sprintf("%s (a follower of %d)", kind, n), tgt, tgt.Dial(t)),
+		Stats:   map[string]int{},
+		Trace:   traceAll,
+		Members: n,
+	}
+}
+
+// membersFromEnv reads MembersEnv: 1 when unset.
+func membersFromEnv(t testing.TB) int {
+	v := os.Getenv(MembersEnv)
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a number of members", MembersEnv, v)
+	}
+	return n
 }
 
 // Code and Message of the error (codes.OK and "" without one).
@@ -101,21 +141,35 @@ type Harness struct {
 	Stats map[string]int
 	// Trace logs every request with etcd's answer.
 	Trace bool
+	// Members is the number of members of each side's cluster (1: single
+	// members).
+	Members int
 }
 
+// MembersEnv runs every comparison against clusters of that many members
+// (REVD_CONFORMANCE_MEMBERS=3): a 3-member etcd and a 3-member target, the
+// requests sent to a follower of each (a write then goes to the leader).
+const MembersEnv = "REVD_CONFORMANCE_MEMBERS"
+
 // NewHarness starts a fresh reference etcd and a fresh target of the kind
-// selected by REVD_CONFORMANCE_TARGET, with the same options.
+// selected by REVD_CONFORMANCE_TARGET, with the same options: single
+// members, or clusters as REVD_CONFORMANCE_MEMBERS says (options that a
+// cluster does not take, TLS and the like, keep single members).
 func NewHarness(t testing.TB, opts testutil.Options) *Harness {
 	t.Helper()
+	if n := membersFromEnv(t); n > 1 && opts.TLS == nil && !opts.ConfigFile && opts.DataDir == "" && opts.NATSURL == "" {
+		return NewClusterHarness(t, n, opts)
+	}
 	kind := testutil.TargetKind(t, TargetEnv)
 	ref := testutil.StartEtcd(t, opts)
 	tgt := testutil.Start(t, kind, opts)
 	return &Harness{
-		T:      t,
-		Ref:    GRPCServer("etcd 3.7.3", ref, ref.Dial(t)),
-		Target: GRPCServer(kind, tgt, tgt.Dial(t)),
-		Stats:  map[string]int{},
-		Trace:  traceAll,
+		T:       t,
+		Ref:     GRPCServer("etcd 3.7.3", ref, ref.Dial(t)),
+		Target:  GRPCServer(kind, tgt, tgt.Dial(t)),
+		Stats:   map[string]int{},
+		Trace:   traceAll,
+		Members: 1,
 	}
 }
 

@@ -3,6 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +20,7 @@ import (
 
 const (
 	crashWriters   = 16
-	crashRounds    = 5
+	crashRounds    = 5 // REVD_CRASH_ROUNDS=N runs N (the long run: 200)
 	acksPerRound   = 200
 	roundDeadline  = 90 * time.Second // a round with no such progress fails
 	crashPutTimout = 3 * time.Second
@@ -54,9 +57,10 @@ func (l *crashLog) count() int {
 }
 
 // TestCrashRecovery has 16 clientv3 writers put unique keys while the target
-// is SIGKILLed and restarted 5 times. After every restart each acknowledged
-// put must be there with its value and mod revision, nothing that was never
-// written may appear, and the store revision never goes back.
+// is SIGKILLed at random points and restarted 5 times (REVD_CRASH_ROUNDS
+// sets how many). After every restart each acknowledged put must be there
+// with its value and mod revision, nothing that was never written may
+// appear, and the store revision never goes back.
 func TestCrashRecovery(t *testing.T) {
 	kind := testutil.TargetKind(t, TargetEnv)
 	p := testutil.Start(t, kind, testutil.Options{})
@@ -117,8 +121,17 @@ func TestCrashRecovery(t *testing.T) {
 	defer stopWriters()
 
 	var lastRev int64
-	for round := 1; round <= crashRounds; round++ {
-		want := log.count() + acksPerRound
+	rounds := crashRounds
+	if s := os.Getenv("REVD_CRASH_ROUNDS"); s != "" {
+		if rounds, err = strconv.Atoi(s); err != nil || rounds <= 0 {
+			t.Fatalf("REVD_CRASH_ROUNDS=%q: want a positive number", s)
+		}
+	}
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 3))
+	for round := 1; round <= rounds; round++ {
+		// A random cut: 1 to 2*acksPerRound more acknowledged puts, with
+		// 16 writers' puts in flight when the kill comes.
+		want := log.count() + 1 + rng.IntN(2*acksPerRound)
 		deadline := time.NewTimer(roundDeadline)
 		for log.count() < want {
 			select {

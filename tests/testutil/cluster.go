@@ -21,6 +21,9 @@ type ClusterOptions struct {
 	Proxy bool
 	// NATSCluster makes revd members' NATS servers one NATS cluster.
 	NATSCluster bool
+	// NATSURL makes revd members share this NATS server (--nats-url)
+	// instead of embedding one each.
+	NATSURL string
 	// ExtraArgs are every member's extra flags.
 	ExtraArgs []string
 }
@@ -51,7 +54,7 @@ func StartCluster(t testing.TB, kind string, opts ClusterOptions) *Cluster {
 		dirs = append(dirs, t.TempDir())
 	}
 	sc, err := serverproc.StartCluster(context.Background(), serverproc.ClusterConfig{
-		Config:  serverproc.Config{Kind: kind, Bin: bin, LogLevel: logLevel, ExtraArgs: opts.ExtraArgs},
+		Config:  serverproc.Config{Kind: kind, Bin: bin, LogLevel: logLevel, ExtraArgs: opts.ExtraArgs, NATSURL: opts.NATSURL},
 		Members: opts.Members, DataDirs: dirs, Proxy: opts.Proxy, NATSCluster: opts.NATSCluster,
 	})
 	if err != nil {
@@ -66,7 +69,38 @@ func StartCluster(t testing.TB, kind string, opts ClusterOptions) *Cluster {
 			}
 		}
 	})
+	c.waitPublished()
 	return c
+}
+
+// waitPublished waits until every member lists every member with its
+// client URLs: a member serves clients once it published its own, and may
+// not have applied the others' yet.
+func (c *Cluster) waitPublished() {
+	c.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		all := true
+		for i := range c.Members {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			r, err := c.Raw(i).Cluster.MemberList(ctx, &pb.MemberListRequest{Linearizable: false})
+			cancel()
+			if err != nil || len(r.Members) != len(c.Members) {
+				all = false
+				break
+			}
+			for _, m := range r.Members {
+				if len(m.ClientURLs) == 0 {
+					all = false
+				}
+			}
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatal("the members do not all list each other's client URLs")
+		}
+	}
 }
 
 // Endpoints are the members' client endpoints (host:port).

@@ -140,11 +140,16 @@ func TestUnimplemented(t *testing.T) {
 }
 
 func TestRunArgs(t *testing.T) {
-	r := Run{Endpoint: "127.0.0.1:1", Clients: 100, Conns: 10, Command: []string{"put", "--total=5"}}
+	r := Run{Endpoints: []string{"127.0.0.1:1"}, Clients: 100, Conns: 10, Command: []string{"put", "--total=5"}}
 	got := strings.Join(r.Args(), " ")
 	want := "--endpoints=127.0.0.1:1 --clients=100 --conns=10 --precise put --total=5"
 	if got != want {
 		t.Errorf("args = %q, want %q", got, want)
+	}
+	// A cluster's members, as etcd's documentation passes them.
+	r.Endpoints = []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}
+	if got := r.Args()[0]; got != "--endpoints=127.0.0.1:1,127.0.0.1:2,127.0.0.1:3" {
+		t.Errorf("cluster endpoints = %q", got)
 	}
 }
 

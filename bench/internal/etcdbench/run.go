@@ -24,8 +24,9 @@ import (
 
 // Run is one invocation of the tool.
 type Run struct {
-	// Endpoint is the server's gRPC address, host:port.
-	Endpoint string
+	// Endpoints are the servers' gRPC addresses, host:port: one server's,
+	// or a cluster's members' (the tool's clients spread over them).
+	Endpoints []string
 	// Clients and Conns are the tool's --clients and --conns.
 	Clients, Conns int
 	// Command is the subcommand and its own flags and arguments, e.g.
@@ -36,7 +37,7 @@ type Run struct {
 // Args returns the tool's command line (without the binary).
 func (r Run) Args() []string {
 	args := []string{
-		"--endpoints=" + r.Endpoint,
+		"--endpoints=" + strings.Join(r.Endpoints, ","),
 		"--clients=" + strconv.Itoa(r.Clients),
 		"--conns=" + strconv.Itoa(r.Conns),
 		"--precise",

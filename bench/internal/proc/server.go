@@ -70,3 +70,7 @@ func (s *Server) Kill() {
 	s.Server.Kill()
 	s.log.Close()
 }
+
+// Crash kills the process with SIGKILL and waits for it to exit, keeping
+// its log open for a Restart (Kill closes it).
+func (s *Server) Crash() { s.Server.Kill() }

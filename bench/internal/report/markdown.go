@@ -12,13 +12,21 @@ import (
 // (from Charts); profile paths in s.Profile are relative to it too.
 func Markdown(w io.Writer, s *Suite, charts []ChartFile) error {
 	m := &mdWriter{w: w}
-	m.p("# revd vs etcd 3.7.3: benchmark report")
+	if s.clustered() {
+		m.p("# %d-member revd vs %d-member etcd 3.7.3: benchmark report", s.Members, s.Members)
+	} else {
+		m.p("# revd vs etcd 3.7.3: benchmark report")
+	}
 	mode := "full suite"
 	if s.Quick {
 		mode = "**quick smoke run** (tiny counts: the numbers say nothing about performance)"
 	}
 	m.p("Started %s, took %s; %s. Every ratio is revd/etcd: above 1 is better for throughput, below 1 is better for latency and memory.",
 		s.Started.Format("2006-01-02 15:04:05 MST"), s.Elapsed.Round(time.Second), mode)
+	if s.clustered() {
+		m.p("Each server ran as a cluster of %d members on this machine (all %d processes share its %d cores, with etcd's default heartbeat of 100 ms and election timeout of 1 s). etcd's benchmark tool was given every member's endpoint, as etcd's documentation runs it, except for the linearizable range on a follower, which was given one follower's; the harness's own drivers (watchers, the large range, NATS) talk to the member that led when the cluster started.",
+			s.Members, 2*s.Members, s.Cores)
+	}
 	if len(s.Notes) > 0 {
 		m.p("**Notes**")
 		for _, n := range s.Notes {
@@ -45,7 +53,11 @@ func Markdown(w io.Writer, s *Suite, charts []ChartFile) error {
 	}
 
 	m.h("etcd gRPC API, driven by etcd's benchmark tool")
-	m.p("Both servers were started fresh (new data directory, fsync on) and ran the workloads below in this order, each workload against etcd and right after against revd (one server loaded at a time; the other idle). Latencies are per request, as the tool measures them.")
+	if s.clustered() {
+		m.p("Both clusters were started fresh (new data directories, fsync on) and ran the workloads below in this order, each workload against etcd's cluster and right after against revd's (one cluster loaded at a time; the other idle). Latencies are per request, as the tool measures them.")
+	} else {
+		m.p("Both servers were started fresh (new data directory, fsync on) and ran the workloads below in this order, each workload against etcd and right after against revd (one server loaded at a time; the other idle). Latencies are per request, as the tool measures them.")
+	}
 	for _, wl := range s.Workloads {
 		if len(wl.Rounds) > 1 {
 			m.p("A workload with a target ran in %d rounds, one after the other; each round ran it on both servers back to back, the first server alternating from round to round. Its figures here, in the targets and in the charts are those of the round whose ratio revd/etcd (on the target's measure) is the median; the notes give every round's ratio.", len(wl.Rounds))
@@ -63,7 +75,11 @@ func Markdown(w io.Writer, s *Suite, charts []ChartFile) error {
 			notes(wl, false))
 	}
 	m.line("")
-	m.p("**CPU per request** (user + system time of the server process during the run, over the requests it served; and the same for etcd's benchmark tool, which shares the machine's cores with the server: the tool's share caps what any server can reach here). The ceilings are the cores over the sum of the server's and the tool's CPU per request:")
+	process := "the server process"
+	if s.clustered() {
+		process = fmt.Sprintf("the %d members' processes together", s.Members)
+	}
+	m.p("**CPU per request** (user + system time of %s during the run, over the requests it served; and the same for etcd's benchmark tool, which shares the machine's cores with the server: the tool's share caps what any server can reach here). The ceilings are the cores over the sum of the server's and the tool's CPU per request:", process)
 	m.row("workload", "etcd CPU/req", "revd CPU/req", "revd/etcd", "tool CPU/req (etcd run)", "tool CPU/req (revd run)", "etcd ceiling", "revd ceiling")
 	m.sep(8)
 	for _, wl := range s.Workloads {
@@ -84,8 +100,14 @@ func Markdown(w io.Writer, s *Suite, charts []ChartFile) error {
 		}
 	}
 
+	m.failover(s)
+
 	if len(s.Figures) > 0 {
-		m.h("Memory, watchers and large reads")
+		if s.clustered() {
+			m.h("Memory, failover, watchers and large reads")
+		} else {
+			m.h("Memory, watchers and large reads")
+		}
 		m.row("measure", "etcd", "revd", "revd/etcd")
 		m.sep(4)
 		for _, f := range s.Figures {
@@ -147,7 +169,7 @@ func Markdown(w io.Writer, s *Suite, charts []ChartFile) error {
 	}
 
 	m.h("How each figure is measured")
-	for _, l := range method {
+	for _, l := range methodLines(s) {
 		m.line("- " + l)
 	}
 	m.line("")
@@ -161,7 +183,11 @@ func Markdown(w io.Writer, s *Suite, charts []ChartFile) error {
 	m.line("")
 
 	m.h("Commands")
-	m.p("etcd's benchmark tool was run as follows (the same against both servers; `ENDPOINT` is the server's address):")
+	if s.clustered() {
+		m.p("etcd's benchmark tool was run as follows (the same against both clusters; `ENDPOINTS` is every member's address, comma-separated, and `FOLLOWER` one follower's):")
+	} else {
+		m.p("etcd's benchmark tool was run as follows (the same against both servers; `ENDPOINT` is the server's address):")
+	}
 	m.line("```text")
 	for _, wl := range s.Workloads {
 		if wl.Command != "" {
@@ -285,7 +311,23 @@ func oneLine(s string) string {
 // maxLine bounds a report line made by oneLine.
 const maxLine = 1500
 
-// method explains the measures, in the order of the report.
+// methodLines explains the suite's measures, in the order of the report.
+func methodLines(s *Suite) []string {
+	if !s.clustered() {
+		return method
+	}
+	out := make([]string, 0, len(method)+len(clusterMethod))
+	for _, l := range method {
+		if strings.HasPrefix(l, "**VmRSS") {
+			l = clusterMemoryMethod
+		}
+		out = append(out, l)
+	}
+	return append(out, clusterMethod...)
+}
+
+// method explains the measures of a run against one server of each kind,
+// in the order of the report.
 var method = []string{
 	"**gRPC workloads**: etcd's own benchmark tool with the command lines under *Commands*, against each server in turn; requests/s and latency percentiles are the tool's (it picks the p-th percentile as the first sorted sample at or past p% of the samples). `put` and `txn-put` write `--sequential-keys` over `--key-space-size` keys; `range` reads one key (`rangekey`, a 256-byte value written before the workloads).",
 	"**watch-latency**: the tool's: 10 streams × 10 watchers on one key, puts at a fixed rate; each event's latency runs from the moment its put returned to the client (0 if the event arrived first).",

@@ -241,12 +241,22 @@ type Suite struct {
 	Env     []Env
 	// Cores is the number of CPUs the servers and the load tool share.
 	Cores int
+	// Members is the number of members of each server's cluster; 0 or 1
+	// for one server of each kind. With more, the workloads' CPU per
+	// request is every member's together.
+	Members int
 
 	Workloads []*Workload
 	Sweeps    []Sweep
 	Figures   []*Figure
 	NATS      []NATSRun
 	Restarts  []Restart
+	// Failover holds the rounds of the failover measurement (clusters of
+	// several members only); FailoverInterval and FailoverTimeout are its
+	// writer's pace (the time between two writes' starts) and each write's
+	// deadline.
+	Failover                          []FailoverRound
+	FailoverInterval, FailoverTimeout time.Duration
 	// Profile is the write path's CPU profile.
 	Profile *Profile
 	// Misses explain the missed targets.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,9 @@ type ClusterConfig struct {
 	Members int
 	// DataDirs are the members' data directories, one each.
 	DataDirs []string
+	// Outputs, if set, are the members' outputs, one each, in place of
+	// Config.Output (which they then all share).
+	Outputs []io.Writer
 	// Proxy puts a PeerProxy in front of each member's peer URL: the
 	// members reach each other through them, so that a test can cut a
 	// member off (see Cluster.Isolate).
@@ -42,6 +46,9 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	n := cfg.Members
 	if n < 1 || len(cfg.DataDirs) != n {
 		return nil, fmt.Errorf("serverproc: a cluster of %d members needs %d data directories, got %d", n, n, len(cfg.DataDirs))
+	}
+	if cfg.Outputs != nil && len(cfg.Outputs) != n {
+		return nil, fmt.Errorf("serverproc: a cluster of %d members needs %d outputs, got %d", n, n, len(cfg.Outputs))
 	}
 	ports, err := FreePorts(2 * n)
 	if err != nil {
@@ -72,6 +79,9 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	for i := range n {
 		mc := cfg.Config
 		mc.DataDir = cfg.DataDirs[i]
+		if cfg.Outputs != nil {
+			mc.Output = cfg.Outputs[i]
+		}
 		mc.ExtraArgs = append([]string{
 			"--name=" + c.Names[i],
 			"--listen-peer-urls=" + listen[i],

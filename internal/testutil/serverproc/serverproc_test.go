@@ -37,6 +37,39 @@ func TestStartFailsFastWhenTheServerExits(t *testing.T) {
 	}
 }
 
+// TestClusterOutputs: each member's output goes to its own writer when
+// ClusterConfig.Outputs names one per member, and a count that does not
+// match is refused before anything starts.
+func TestClusterOutputs(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fake-revd")
+	script := "#!/bin/sh\nfor a; do case $a in --name=*) echo \"I am ${a#--name=}\";; esac; done\nexit 1\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	outs := []*strings.Builder{{}, {}, {}}
+	cfg := ClusterConfig{Config: Config{Kind: KindRevd, Bin: bin}, Members: 3,
+		DataDirs: []string{filepath.Join(dir, "1"), filepath.Join(dir, "2"), filepath.Join(dir, "3")}}
+	for _, o := range outs[:2] {
+		cfg.Outputs = append(cfg.Outputs, o)
+	}
+	if _, err := StartCluster(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "needs 3 outputs") {
+		t.Fatalf("two outputs for three members: %v", err)
+	}
+	cfg.Outputs = append(cfg.Outputs, outs[2])
+	if _, err := StartCluster(context.Background(), cfg); err == nil {
+		t.Fatal("a cluster of processes that exit at once started")
+	}
+	for i, o := range outs {
+		for j := range outs {
+			name := "I am m" + string(rune('1'+j))
+			if got := strings.Contains(o.String(), name); got != (i == j) {
+				t.Errorf("output %d has %q: %v; it holds:\n%s", i, name, got, o.String())
+			}
+		}
+	}
+}
+
 func TestUnknownKind(t *testing.T) {
 	if _, err := Start(context.Background(), Config{Kind: "zookeeper", Bin: "/bin/true"}); err == nil || !strings.Contains(err.Error(), "unknown server kind") {
 		t.Fatalf("Start of an unknown kind: %v", err)

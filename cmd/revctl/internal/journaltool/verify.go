@@ -33,6 +33,9 @@ type VerifyResult struct {
 	// revision, unless a damaged or missing record made the state after it
 	// unknowable.
 	StateRev int64
+	// Unopened says that Pebble could not open the store: the problems
+	// say why, and nothing else was read.
+	Unopened bool
 	// Hashed says whether the state at Meta.LastRev could be rebuilt; Keys
 	// and Hash are its number of live keys and state hash.
 	Hashed bool
@@ -44,9 +47,18 @@ type VerifyResult struct {
 // directory lock, so not while a server runs on it) and without stopping
 // at the first problem:
 //
+//   - the files, as revd checks them before it starts (journal.Inspect):
+//     the MANIFEST read through, the newest OPTIONS file, the write-ahead
+//     logs (a damaged chunk a crash cannot explain, in any WAL, named with
+//     its file and offset), the high-water mark file and the store
+//     against it (synced, acknowledged commits missing);
+//   - every block of every table, by its checksum;
+//   - a cluster member's raft log (wal/, snap/) with etcd's checks, and
+//     the journal not behind the log's newest snapshot;
 //   - the meta keys: present, well formed, consistent (base <= compact <=
 //     last revision);
-//   - every Pebble key belongs to the layout of journal/doc.go;
+//   - every Pebble key belongs to the layout of journal/doc.go, and every
+//     lease, auth entry and the alarms pass their checksums;
 //   - every base snapshot entry's checksum, and the base snapshot against
 //     the fold rules (it is the only projection state a data directory
 //     keeps, as of revd's journal format 1);
@@ -61,19 +73,25 @@ type VerifyResult struct {
 //
 // Each problem goes to o.OnProblem with its revision and key. A damaged or
 // missing record stops the replay (the state after it is unknown), not the
-// checks of the later records. The error is non-nil only when dir cannot be
-// read at all (journal.ErrNoJournal, journal.ErrLocked, journal.ErrCorrupt
-// from Pebble itself).
+// checks of the later records. A store Pebble cannot open (a missing or
+// damaged table or manifest, a damaged WAL) is a problem too, after which
+// nothing else is read. The error is non-nil only when dir cannot be read
+// at all (journal.ErrNoJournal, journal.ErrLocked, not a data directory).
 func Verify(dir string, o VerifyOptions) (VerifyResult, error) {
-	j, metaProblems, err := journal.Inspect(dir, journal.Options{CacheBytes: 16 << 20})
+	j, problems, err := journal.Inspect(dir, journal.Options{CacheBytes: 16 << 20})
 	if err != nil {
 		return VerifyResult{}, err
 	}
-	defer j.Close()
-	v := &verifier{o: o, res: VerifyResult{Meta: j.Meta()}}
-	for _, p := range metaProblems {
-		v.report(Problem{What: "meta: " + corruptText(p, "")})
+	v := &verifier{o: o, dir: dir}
+	for _, p := range problems {
+		v.report(Problem{What: corruptText(p, "")})
 	}
+	if j == nil { // the store does not open: the problems say why
+		v.res.Unopened = true
+		return v.res, nil
+	}
+	defer j.Close()
+	v.res.Meta = j.Meta()
 	if err := v.run(j); err != nil {
 		return v.res, err
 	}
@@ -82,6 +100,7 @@ func Verify(dir string, o VerifyOptions) (VerifyResult, error) {
 
 type verifier struct {
 	o      VerifyOptions
+	dir    string
 	res    VerifyResult
 	broken bool // the state is unknown from some revision on
 }
@@ -102,13 +121,28 @@ func corruptText(err error, where string) string {
 
 func (v *verifier) run(j *journal.Journal) error {
 	m := v.res.Meta
-	for k, err := range j.ForeignKeys() {
-		if err != nil {
+	var applied *journal.Applied
+	switch a, err := j.Applied(); {
+	case err == nil:
+		applied = &a
+	case !errors.Is(err, journal.ErrCorrupt): // CheckKeys reports damage
+		return err
+	}
+	for _, p := range checkRaftLog(v.dir, applied) {
+		v.report(p)
+	}
+	for err := range j.CheckTables() {
+		if !errors.Is(err, journal.ErrCorrupt) {
 			return err
 		}
-		v.report(Problem{What: fmt.Sprintf("Pebble key %q is not part of the journal's layout", k)})
+		v.report(Problem{What: corruptText(err, "")})
 	}
-
+	for err := range j.CheckKeys() {
+		if !errors.Is(err, journal.ErrCorrupt) {
+			return err
+		}
+		v.report(Problem{What: corruptText(err, "")})
+	}
 	if m.Format >= 2 {
 		for err := range j.CheckIndex() {
 			if !errors.Is(err, journal.ErrCorrupt) {
@@ -120,8 +154,13 @@ func (v *verifier) run(j *journal.Journal) error {
 
 	st := newState()
 	for e, err := range j.ScanBase() {
-		if err != nil && (e.KV == nil || !errors.Is(err, journal.ErrCorrupt)) {
+		if err != nil && !errors.Is(err, journal.ErrCorrupt) {
 			return err
+		}
+		if err != nil && e.KV == nil { // a table that cannot be read
+			v.report(Problem{What: corruptText(err, "")})
+			v.broken = true
+			continue
 		}
 		if err != nil {
 			v.report(Problem{Key: e.KV.Key, Base: true, What: corruptText(err, fmt.Sprintf("base entry %q: ", e.KV.Key))})
@@ -138,11 +177,12 @@ func (v *verifier) run(j *journal.Journal) error {
 	v.res.StateRev = next - 1
 	total := m.LastRev - next + 1
 	for s, err := range j.Scan(0, 0) {
-		if err != nil && (s.Key == nil || !errors.Is(err, journal.ErrCorrupt)) {
+		if err != nil && !errors.Is(err, journal.ErrCorrupt) {
 			return err
 		}
-		if s.Revision == 0 {
+		if s.Revision == 0 { // a malformed key, or a table that cannot be read
 			v.report(Problem{What: corruptText(err, "")})
+			v.broken = v.broken || s.Key == nil
 			continue
 		}
 		rev := s.Revision
