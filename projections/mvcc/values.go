@@ -3,6 +3,7 @@ package mvcc
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
@@ -59,9 +60,11 @@ func pairs(v Values, refs []Ref, kvs []*mvccpb.KeyValue) error {
 }
 
 // MemValues are Values kept in memory: every pair of the revisions applied
-// to it. For tests and in-memory stores.
+// to it. For tests and in-memory stores. Like a journal, they may be read
+// while they are written, from any goroutine.
 type MemValues struct {
-	m map[Ref]*mvccpb.KeyValue
+	mu sync.RWMutex
+	m  map[Ref]*mvccpb.KeyValue
 }
 
 // NewMemValues returns empty MemValues.
@@ -69,6 +72,8 @@ func NewMemValues() *MemValues { return &MemValues{m: map[Ref]*mvccpb.KeyValue{}
 
 // Apply keeps the pairs the puts among events (of one revision) wrote.
 func (m *MemValues) Apply(events []*mvccpb.Event) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	for _, ev := range events {
 		if ev.Type == mvccpb.Event_PUT {
 			m.m[Ref{Key: string(ev.Kv.Key), Rev: ev.Kv.ModRevision}] = ev.Kv
@@ -78,10 +83,16 @@ func (m *MemValues) Apply(events []*mvccpb.Event) {
 
 // Forget drops the pair ref names, as a journal whose record was folded
 // away and overwritten no longer has it.
-func (m *MemValues) Forget(ref Ref) { delete(m.m, ref) }
+func (m *MemValues) Forget(ref Ref) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.m, ref)
+}
 
 // Pairs implements Values.
 func (m *MemValues) Pairs(refs []Ref, kvs []*mvccpb.KeyValue) error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 	for i, r := range refs {
 		kv, ok := m.m[r]
 		if !ok {
