@@ -222,7 +222,8 @@
 //   - The other files, before Pebble may touch them (integrity.go): the
 //     MANIFEST is read through (a bad edit followed by a valid one is
 //     damage, a torn last edit is not), the manifest marker must exist when
-//     tables do, the newest OPTIONS file must parse; Pebble itself refuses
+//     tables do, the newest OPTIONS file must parse whole (every level's
+//     section, each with all its settings); Pebble itself refuses
 //     a missing or truncated table, and a table block whose checksum fails
 //     when read.
 //   - The revisions. Records checks that they follow one another with no
