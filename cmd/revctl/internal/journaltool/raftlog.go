@@ -1,10 +1,14 @@
 package journaltool
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/snap"
 	"go.etcd.io/etcd/server/v3/storage/wal"
 	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
@@ -29,15 +33,23 @@ func checkRaftLog(dir string, applied *journal.Applied) (problems []Problem) {
 	bad := func(format string, a ...any) {
 		problems = append(problems, Problem{What: fmt.Sprintf("raft log: "+format, a...)})
 	}
+	// etcd's errors name no file: the damaged segment is named if one
+	// alone fails to read.
+	where := func() string {
+		if seg := damagedSegment(walDir); seg != "" {
+			return filepath.Join(walDir, seg)
+		}
+		return walDir
+	}
 	defer func() { // etcd's decoder panics on a record whose CRC holds but whose protobuf does not
 		if r := recover(); r != nil {
-			bad("%s: unreadable: %v", walDir, r)
+			bad("%s: unreadable: %v", where(), r)
 		}
 	}()
 	lg := zap.NewNop()
 	snaps, err := wal.ValidSnapshotEntries(lg, walDir)
 	if err != nil {
-		bad("%s: %v", walDir, err)
+		bad("%s: %v", where(), err)
 		return problems
 	}
 	from := &walpb.Snapshot{}
@@ -54,11 +66,61 @@ func checkRaftLog(dir string, applied *journal.Applied) (problems []Problem) {
 		}
 	}
 	if _, err := wal.Verify(lg, walDir, from); err != nil {
-		bad("%s: %v", walDir, err)
+		bad("%s: %v", where(), err)
 	}
 	if applied != nil && applied.Index < from.GetIndex() {
 		bad("the journal applied the log up to index %d, but the log starts after its snapshot at index %d: "+
 			"the entries between are lost", applied.Index, from.GetIndex())
 	}
 	return problems
+}
+
+// damagedSegment returns the name of the first segment of the raft log in
+// walDir that fails to read on its own, "" if none does. Each segment
+// starts with the CRC the one before ended with, so a decoder of its own
+// checks its records' chain; the newest segment may end torn, as a crash
+// leaves it, the others end whole.
+func damagedSegment(walDir string) string {
+	names, err := filepath.Glob(filepath.Join(walDir, "*.wal"))
+	if err != nil {
+		return ""
+	}
+	slices.Sort(names)
+	for i, name := range names {
+		if !segmentReads(name, i == len(names)-1) {
+			return filepath.Base(name)
+		}
+	}
+	return ""
+}
+
+// segmentReads reports whether the segment at path decodes to its end.
+func segmentReads(path string, newest bool) (ok bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	defer func() { // the decoder panics on some damage
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	dec := wal.NewDecoder(fileutil.NewFileReader(f))
+	var rec walpb.Record
+	for {
+		err := dec.Decode(&rec)
+		switch {
+		case err == nil:
+			if t := rec.GetType(); t < wal.MetadataType || t > wal.SnapshotType {
+				return false
+			}
+		case errors.Is(err, io.EOF):
+			return true
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return newest
+		default:
+			return false
+		}
+	}
 }
