@@ -28,7 +28,8 @@ import (
 // resident memory, random overwrites, random reads of single keys with a
 // cold cache (the server restarted after its files were evicted from the
 // kernel's page cache) and a warm one (the same reads again), a range over
-// rangeKeys of the keys. revd keeps its default --cache-size, several
+// rangeKeys of the keys, a watch catching up on the whole load's history
+// (steps_catchup.go). revd keeps its default --cache-size, several
 // times smaller than the data set. A second data set of smallKeys keys
 // with small values measures the heap per key and the restart time.
 
@@ -123,6 +124,7 @@ func (h *harness) datasetSteps() []step {
 			// random key's varint into the buffer of the one before, and
 			// a shorter one keeps some of its bytes.
 			{fmt.Sprintf("range over %d keys", ds.rangeKeys), h.datasetRangeStep},
+			{fmt.Sprintf("watch from %d revisions back", ds.keys), h.datasetCatchUpStep},
 			{"random overwrites", func(k string) func(context.Context) (string, error) { return h.toolStep(k, over, rounds{n: 1}, 0) }},
 			{"restart on files evicted from the page cache", func(k string) func(context.Context) (string, error) {
 				return h.restartStep2(k, "dataset", true, figDSRestart)
