@@ -39,8 +39,9 @@ import (
 //   - before that, the writer may simply be behind (thousands of handlers
 //     keep it from the CPU): at most MaxUnsentBytes of unary answers wait
 //     for it, counted from the answers' sizes against the DATA frames it
-//     writes (reserve); further answers wait before they are encoded, and
-//     the reader waits a little (pacing) before it starts another call.
+//     writes (reserve); further calls wait before they run and answers
+//     before they are encoded, and the reader waits a little (pacing)
+//     before it starts another call.
 //
 // A client that reads, however slowly, only has its calls wait a moment;
 // every gRPC client reads on a goroutine (or event loop) of its own, so
@@ -353,12 +354,20 @@ func (g *guard) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, han
 	if err := g.admit(ctx, st); err != nil {
 		return nil, err
 	}
+	// Nor does a call run while MaxUnsentBytes of answers wait for the
+	// writer: its answer would own its values (read from the journal) while
+	// it waits to be encoded, and a client that never reads would have as
+	// many such answers in memory as it sends requests.
+	if st != nil {
+		if err := g.reserve(ctx, st, 0); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := handler(ctx, req)
 	// The answer is encoded once returned: not while the connection is
-	// stalled or has MaxUnsentBytes waiting for its writer (revd's answers
-	// refer to the values they hold, where their encoding copies them),
-	// nor at all if the call was reset (or timed out) meanwhile, since
-	// nobody would read it.
+	// stalled or has MaxUnsentBytes waiting for its writer (the encoding
+	// is a second copy of the values), nor at all if the call was reset
+	// (or timed out) meanwhile, since nobody would read it.
 	if aerr := g.admit(ctx, st); aerr != nil {
 		return nil, aerr
 	}
@@ -379,7 +388,7 @@ func compressed(ctx context.Context) bool {
 
 // reserve counts an answer of size bytes (its gRPC message) as queued for
 // the connection's writer, once fewer than maxUnsent are: an answer larger
-// than that goes alone. What the writer sent is counted from the DATA
+// than that goes alone. With size 0 it only waits until fewer are. What the writer sent is counted from the DATA
 // frames it writes, which carry the streams' messages too (never
 // reserved) and compressed answers (not reserved either): a count that
 // runs ahead of the reservations is taken as nothing queued. A count that
@@ -394,7 +403,7 @@ func (g *guard) reserve(ctx context.Context, st *connState, size int64) error {
 			continue
 		}
 		if q-s <= g.maxUnsent {
-			if st.queued.CompareAndSwap(q, q+size) {
+			if size == 0 || st.queued.CompareAndSwap(q, q+size) {
 				return nil
 			}
 			continue
