@@ -39,9 +39,10 @@ import (
 //   - before that, the writer may simply be behind (thousands of handlers
 //     keep it from the CPU): at most MaxUnsentBytes of unary answers wait
 //     for it, counted from the answers' sizes against the DATA frames it
-//     writes (reserve); further calls wait before they run and answers
-//     before they are encoded, and the reader waits a little (pacing)
-//     before it starts another call.
+//     writes (reserve), a call running counting as much as the
+//     connection's last answer; further calls wait before they run and
+//     answers before they are encoded, and the reader waits a little
+//     (pacing) before it starts another call.
 //
 // A client that reads, however slowly, only has its calls wait a moment;
 // every gRPC client reads on a goroutine (or event loop) of its own, so
@@ -98,6 +99,9 @@ type connState struct {
 	// sent the bytes of the DATA frames written: their difference is
 	// about what waits in grpc-go for the writer.
 	queued, sent atomic.Int64
+	// lastAnswer is the size of the last unary answer reserved: what a
+	// call reserves before it runs.
+	lastAnswer atomic.Int64
 	// calls counts the calls inside the interceptors (running, or
 	// waiting there); open holds the streams the client opened that the
 	// server has not ended, nor either side reset, on the wire (see
@@ -355,11 +359,16 @@ func (g *guard) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, han
 		return nil, err
 	}
 	// Nor does a call run while MaxUnsentBytes of answers wait for the
-	// writer: its answer would own its values (read from the journal) while
-	// it waits to be encoded, and a client that never reads would have as
-	// many such answers in memory as it sends requests.
+	// writer, counting the calls running as answers queued: an answer owns
+	// its values (read from the journal) until it is encoded, so a client
+	// that never reads would otherwise have as many values in memory as it
+	// has calls running. A call reserves, before it runs, the size of the
+	// connection's last answer (its estimate), and settles the difference
+	// once its own is known.
+	var est int64
 	if st != nil {
-		if err := g.reserve(ctx, st, 0); err != nil {
+		est = st.lastAnswer.Load()
+		if err := g.reserve(ctx, st, est); err != nil {
 			return nil, err
 		}
 	}
@@ -369,12 +378,28 @@ func (g *guard) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, han
 	// is a second copy of the values), nor at all if the call was reset
 	// (or timed out) meanwhile, since nobody would read it.
 	if aerr := g.admit(ctx, st); aerr != nil {
+		if st != nil {
+			st.queued.Add(-est)
+		}
 		return nil, aerr
 	}
-	if m, ok := resp.(proto.Message); ok && err == nil && st != nil && !compressed(ctx) {
-		if err := g.reserve(ctx, st, int64(proto.Size(m))+5); err != nil {
-			return nil, err
-		}
+	if st == nil {
+		return resp, err
+	}
+	m, ok := resp.(proto.Message)
+	if !ok || err != nil || compressed(ctx) {
+		st.queued.Add(-est)
+		return resp, err
+	}
+	size := int64(proto.Size(m)) + 5
+	st.lastAnswer.Store(size)
+	if size <= est {
+		st.queued.Add(size - est)
+		return resp, nil
+	}
+	if err := g.reserve(ctx, st, size-est); err != nil {
+		st.queued.Add(-est)
+		return nil, err
 	}
 	return resp, err
 }
