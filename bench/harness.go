@@ -228,6 +228,7 @@ func (h *harness) plan() []step {
 			)
 		}
 	}
+	steps = append(steps, h.datasetSteps()...)
 	for _, n := range h.sz.restartRevs {
 		if !h.selected(fmt.Sprintf("restart-%d", n)) {
 			continue

@@ -258,8 +258,9 @@ const (
 	figFailover = "failover-time"
 )
 
-// targets are the goals, as ratios revd/etcd: issue 6's for one server of
-// each kind, issue 25's for clusters of several members.
+// targets are the goals, as ratios revd/etcd: issue 6's and issue 27's
+// (datasetTargets) for one server of each kind, issue 25's for clusters of
+// several members.
 func targets(members int) []report.Target {
 	if members > 1 {
 		return []report.Target{
@@ -269,7 +270,7 @@ func targets(members int) []report.Target {
 			{Name: "VmRSS per member after the gRPC workloads (the largest member)", Ref: figRSS, Metric: report.FigureValue, Want: 1.0},
 		}
 	}
-	return []report.Target{
+	return append([]report.Target{
 		{Name: "put, 100 clients / 10 conns: throughput", Ref: "put-100x10", Metric: report.Throughput, AtLeast: true, Want: 2.0},
 		{Name: "txn-put, 100 clients / 10 conns: throughput", Ref: "txn-put-100x10", Metric: report.Throughput, AtLeast: true, Want: 2.0},
 		{Name: "linearizable range, 100 clients / 10 conns: throughput", Ref: "range-l-100x10", Metric: report.Throughput, AtLeast: true, Want: 1.5},
@@ -279,5 +280,5 @@ func targets(members int) []report.Target {
 		{Name: "lease-keepalive, 100 clients / 10 conns: throughput", Ref: "lease-keepalive-100x10", Metric: report.Throughput, AtLeast: true, Want: 1.2},
 		{Name: "watch-latency: p99 event latency", Ref: watchLatencyID, Metric: report.P99, Want: 1.0},
 		{Name: "VmRSS after the gRPC workloads", Ref: figRSS, Metric: report.FigureValue, Want: 1.0},
-	}
+	}, datasetTargets()...)
 }

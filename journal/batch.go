@@ -37,9 +37,9 @@ func (j *Journal) NewBatch() *Batch {
 	return &Batch{j: j, pb: j.db.NewBatch()}
 }
 
-// AppendRecord adds the record of revision rev, holding events in order.
-// The events are encoded now, so the caller may reuse them afterwards;
-// their PrevKv is not stored. Revisions must increase within a batch. Every
+// AppendRecord adds the record of revision rev, holding events in order,
+// and its index entry. The events are encoded now, so the caller may reuse
+// them afterwards; their PrevKv is not stored. Revisions must increase within a batch. Every
 // event needs a Kv with a non-empty key.
 func (b *Batch) AppendRecord(rev int64, events []*mvccpb.Event) {
 	if b.err != nil {
@@ -64,6 +64,11 @@ func (b *Batch) AppendRecord(rev int64, events []*mvccpb.Event) {
 		b.err = fmt.Errorf("journal: append record %d: %w", rev, err)
 		return
 	}
+	b.buf = appendIndexValue(appendIndexKey(b.buf[:0], rev), rev, events)
+	if err := b.pb.Set(b.buf[:recordKeyLen], b.buf[recordKeyLen:], nil); err != nil {
+		b.err = fmt.Errorf("journal: append record %d: %w", rev, err)
+		return
+	}
 	if b.n == 0 {
 		b.first = rev
 	}
@@ -72,8 +77,9 @@ func (b *Batch) AppendRecord(rev int64, events []*mvccpb.Event) {
 }
 
 // AppendEncodedRecord appends the record of revision rev as value, a record
-// value another journal encoded (EncodeRecord): its checksum and revision
-// are checked, so a value damaged on its way is refused, not stored.
+// value another journal encoded (EncodeRecord), and its index entry: its
+// checksum and revision are checked, so a value damaged on its way is
+// refused, not stored.
 func (b *Batch) AppendEncodedRecord(rev int64, value []byte) {
 	if b.err != nil {
 		return
@@ -92,6 +98,15 @@ func (b *Batch) AppendEncodedRecord(rev int64, value []byte) {
 		return
 	}
 	if err := b.pb.Set(recordKey(rev), value, nil); err != nil {
+		b.err = fmt.Errorf("journal: append record %d: %w", rev, err)
+		return
+	}
+	var err error
+	if b.buf, err = indexValueOf(appendIndexKey(b.buf[:0], rev), rev, value); err != nil {
+		b.err = err
+		return
+	}
+	if err := b.pb.Set(b.buf[:recordKeyLen], b.buf[recordKeyLen:], nil); err != nil {
 		b.err = fmt.Errorf("journal: append record %d: %w", rev, err)
 		return
 	}

@@ -148,8 +148,8 @@ func TestOpenCorrupt(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{name: "newer layout", mention: "layout version 2", rawEdit: func(t *testing.T, db *pebble.DB) {
-			rawSet(t, db, keyFormat, encodeUint64(2))
+		{name: "newer layout", mention: "layout version 3", rawEdit: func(t *testing.T, db *pebble.DB) {
+			rawSet(t, db, keyFormat, encodeUint64(formatVersion+1))
 		}},
 		{name: "zero cluster id", rawEdit: func(t *testing.T, db *pebble.DB) {
 			rawSet(t, db, keyClusterID, encodeUint64(0))

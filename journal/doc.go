@@ -2,9 +2,12 @@
 // revision, holding every event of that revision, kept in a Pebble database.
 //
 // Everything else in revd (the MVCC index, watchers, the projections) is
-// derived from the journal and rebuilt from it at start-up: first the base
-// snapshot (Base, the state as of BaseRev), then the records after it
-// (Records(BaseRev()+1, 0)).
+// derived from the journal and rebuilt from it: first the base snapshot
+// (Base, the state as of BaseRev), then the records after it
+// (Records(BaseRev()+1, 0)). A server's index of keys and revisions is
+// rebuilt at start-up from the index entries, the same without the values
+// (BaseIndex, IndexRecords), and the values are read from the journal when
+// a read asks for them (Pairs): the journal is where a store's values live.
 //
 // # Writing: group commit, through raft's log
 //
@@ -57,6 +60,8 @@
 //	"a/r/" + role name,         revision, roles and users (auth.go); not
 //	"a/u/" + user name          revisions, as in etcd
 //	"b/" + user key             base snapshot entry (see below)
+//	"i" + revision (8 bytes BE) index entry of the record of revision (see below)
+//	"k/" + user key             index entry of the base snapshot entry (see below)
 //	"l/" + id (8 bytes BE)      lease entry (see below)
 //	"m/alarms"                  raised alarms (alarms.go), absent if none ever
 //	"m/base_rev"                int64, 8 bytes big-endian
@@ -64,7 +69,7 @@
 //	"m/commit"                  uint64, 8 bytes big-endian, then its
 //	                            CRC-32C (4 bytes, big-endian)
 //	"m/compact_rev"             int64, 8 bytes big-endian
-//	"m/format"                  uint64, 8 bytes big-endian, currently 1
+//	"m/format"                  uint64, 8 bytes big-endian, currently 2
 //	"m/member_id"               uint64, 8 bytes big-endian, never 0
 //	"m/term"                    uint64, 8 bytes big-endian, >= 2
 //	"r" + revision (8 bytes BE) record value (see below)
@@ -109,6 +114,20 @@
 //	         means 0 (and entries written before it existed, or imported,
 //	         lack it).
 //
+// Index entries hold what a server's in-memory index is rebuilt from at
+// start-up (keys, revisions, versions, leases), without the values, which
+// stay where they are and are read when asked for (pairs.go, index.go). A
+// record's index entry is its record with every KeyValue's value field
+// left out, checksummed the same way (CRC-32C over the 8-byte revision and
+// the payload): the same revd.journal.v1.Record schema, each event's
+// KeyValue holding key, create_revision, mod_revision, version and lease
+// only, their zero fields left out as proto.Marshal does. A base snapshot
+// entry's index entry is the base entry without the value field: its
+// checksum over the payload, the KeyValue without value, then field 1000
+// as in the base entry. Each is written in the batch that writes what it
+// describes, and deleted in the batch that deletes it (Fold deletes a
+// chunk's index entries with its records, in one range tombstone each).
+//
 // A lease entry records one granted lease (id and TTL); it is written in
 // the batch that grants the lease and deleted in the batch that revokes it
 // (or records its expiry), the batch that also holds the record deleting
@@ -130,7 +149,11 @@
 //
 // The meta keys:
 //
-//	m/format       the layout version; Open refuses any other.
+//	m/format       the layout version. Version 1 had no index entries:
+//	               Open migrates such a store, writing the index entry of
+//	               every record and base entry (reading each once) and
+//	               then m/format 2, synced last; OpenReadOnly reads both.
+//	               Any other version is refused.
 //	m/cluster_id   random, chosen when the directory is created.
 //	m/member_id    random, chosen when the directory is created.
 //	m/term         2 when the directory is created, +1 (synced) at every
@@ -199,13 +222,18 @@
 //   - The other files, before Pebble may touch them (integrity.go): the
 //     MANIFEST is read through (a bad edit followed by a valid one is
 //     damage, a torn last edit is not), the manifest marker must exist when
-//     tables do, the newest OPTIONS file must parse; Pebble itself refuses
+//     tables do, the newest OPTIONS file must parse whole (every level's
+//     section, each with all its settings); Pebble itself refuses
 //     a missing or truncated table, and a table block whose checksum fails
 //     when read.
 //   - The revisions. Records checks that they follow one another with no
 //     gap (the revision chain) as well as each record's CRC and embedded
-//     revision; the server reads every record and the base snapshot at
-//     start-up, so damage to any of them stops it.
+//     revision; the server reads every index entry (each with its CRC and
+//     revision, format 2) and checks their chain at start-up, so damage to
+//     any of them stops it. Start-up reads no value (restart time follows
+//     the index, not the data): a damaged record or base entry fails the
+//     read that reaches it, as below, and `revctl journal verify` reads
+//     them all and compares every index entry with what it describes.
 //
 // Open makes these checks before Pebble opens the directory for writing
 // (which replays the WAL into a new table and deletes it): first on the

@@ -11,7 +11,8 @@ const defaultFoldChunk = 1000
 
 // Fold is the physical side of compaction. It applies the records
 // (BaseRev(), upTo] to the base snapshot, in revision order (a PUT sets the
-// key's entry, a DELETE removes it), and deletes those records.
+// key's entry and its index entry, a DELETE removes both), and deletes
+// those records and their index entries.
 //
 // It works in chunks of chunk records (0 or less: 1000). Each chunk is one
 // synced Pebble batch that also advances m/base_rev, so after a crash the
@@ -87,11 +88,16 @@ func (j *Journal) foldChunk(base, upTo int64, chunk int) (int64, error) {
 			if err := checkEvent(ev); err != nil {
 				return 0, fmt.Errorf("%w: record %d, event %d: %v", ErrCorrupt, rec.Revision, i, err)
 			}
-			k := baseKey(ev.Kv.Key)
+			k, ik := baseKey(ev.Kv.Key), baseIndexKey(ev.Kv.Key)
 			if ev.Type == mvccpb.Event_DELETE {
-				err = b.Delete(k, nil)
+				if err = b.Delete(k, nil); err == nil {
+					err = b.Delete(ik, nil)
+				}
 			} else if buf, err = appendBaseValue(buf[:0], ev.Kv, int64(i)); err == nil {
-				err = b.Set(k, buf, nil)
+				if err = b.Set(k, buf, nil); err == nil {
+					buf = appendBaseIndexValue(buf[:0], ev.Kv, int64(i))
+					err = b.Set(ik, buf, nil)
+				}
 			}
 			if err != nil {
 				return 0, fmt.Errorf("journal: fold record %d: %w", rec.Revision, err)
@@ -108,6 +114,9 @@ func (j *Journal) foldChunk(base, upTo int64, chunk int) (int64, error) {
 	// One range tombstone per chunk rather than one point tombstone per
 	// record keeps scans from the new base revision cheap.
 	if err := b.DeleteRange(recordKey(base+1), recordKey(end+1), nil); err != nil {
+		return 0, fmt.Errorf("journal: fold: %w", err)
+	}
+	if err := b.DeleteRange(indexKey(base+1), indexKey(end+1), nil); err != nil {
 		return 0, fmt.Errorf("journal: fold: %w", err)
 	}
 	if err := b.Set(keyBaseRev, encodeUint64(uint64(end)), nil); err != nil {

@@ -16,15 +16,21 @@ import (
 // These constants are part of the on-disk format (see doc.go) and must not
 // change.
 const (
-	// formatVersion is the value of m/format written by this code.
-	formatVersion = 1
+	// formatVersion is the value of m/format written by this code. Version
+	// 1 had no index entries; Open adds them (migrate.go).
+	formatVersion = 2
 
 	recordPrefix = 'r'
 	recordKeyLen = 1 + 8
 	crcLen       = 4
 
-	basePrefix  = "b/"
-	leasePrefix = "l/" // leases: lease.go
+	// indexPrefix keys the index entry of a record: "i" and its 8-byte
+	// big-endian revision, as a record's key.
+	indexPrefix = 'i'
+
+	basePrefix      = "b/"
+	baseIndexPrefix = "k/" // the index entries of the base snapshot's
+	leasePrefix     = "l/" // leases: lease.go
 
 	payloadFieldRevision protowire.Number = 1
 	payloadFieldEvent    protowire.Number = 2
@@ -47,8 +53,13 @@ var (
 	recordsUpper = []byte{recordPrefix + 1}
 	baseLower    = []byte(basePrefix)
 	baseUpper    = []byte{basePrefix[0], basePrefix[1] + 1}
-	metaLower    = []byte("m/")
-	metaUpper    = []byte{'m', '/' + 1}
+	indexLower   = []byte{indexPrefix}
+	indexUpper   = []byte{indexPrefix + 1}
+
+	baseIndexLower = []byte(baseIndexPrefix)
+	baseIndexUpper = []byte{baseIndexPrefix[0], baseIndexPrefix[1] + 1}
+	metaLower      = []byte("m/")
+	metaUpper      = []byte{'m', '/' + 1}
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -61,6 +72,21 @@ func appendRecordKey(dst []byte, rev int64) []byte {
 
 func recordKey(rev int64) []byte {
 	return appendRecordKey(make([]byte, 0, recordKeyLen), rev)
+}
+
+// appendIndexKey appends the key of the index entry of the record of
+// revision rev.
+func appendIndexKey(dst []byte, rev int64) []byte {
+	dst = append(dst, indexPrefix)
+	return binary.BigEndian.AppendUint64(dst, uint64(rev))
+}
+
+// indexKey is the key of the index entry of the record of revision rev.
+func indexKey(rev int64) []byte { return appendIndexKey(make([]byte, 0, recordKeyLen), rev) }
+
+// baseIndexKey returns the key of the base index entry of user key k.
+func baseIndexKey(k []byte) []byte {
+	return append(append(make([]byte, 0, len(baseIndexPrefix)+len(k)), baseIndexPrefix...), k...)
 }
 
 // recordUpperBound is the exclusive upper bound of a scan of records up to

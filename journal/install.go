@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -73,9 +74,10 @@ func (j *Journal) Install(src string) error {
 		return readErr("install", err)
 	}
 	b = j.db.NewBatch()
+	var buf []byte
 	for it.First(); it.Valid(); it.Next() {
 		k := it.Key()
-		if _, own := keep[string(k)]; own || string(k) == string(keyInstalling) {
+		if _, own := keep[string(k)]; own || string(k) == string(keyInstalling) || isIndexKey(k) {
 			continue
 		}
 		v, err := it.ValueAndErr()
@@ -84,7 +86,13 @@ func (j *Journal) Install(src string) error {
 			b.Close()
 			return readErr("install", err)
 		}
-		if err := b.Set(k, v, nil); err != nil {
+		// The index entries are made here from what they describe,
+		// whatever src's format (one without them included).
+		buf, err = indexEntryOf(buf[:0], k, v, b)
+		if err == nil {
+			err = b.Set(k, v, nil)
+		}
+		if err != nil {
 			it.Close()
 			b.Close()
 			return fmt.Errorf("journal: install: %w", err)
@@ -141,6 +149,39 @@ func (j *Journal) Installing() (bool, error) {
 	}
 	closer.Close()
 	return true, nil
+}
+
+// isIndexKey says whether k is an index entry's key (a record's or a base
+// entry's).
+func isIndexKey(k []byte) bool {
+	return (len(k) > 0 && k[0] == indexPrefix) || bytes.HasPrefix(k, baseIndexLower)
+}
+
+// indexEntryOf writes into b the index entry of the record or base entry
+// v stored under k, if k is one, using buf; it returns buf.
+func indexEntryOf(buf, k, v []byte, b *pebble.Batch) ([]byte, error) {
+	switch {
+	case len(k) > 0 && k[0] == recordPrefix:
+		rev, err := parseRecordKey(k)
+		if err == nil {
+			err = checkRecordValue(rev, v)
+		}
+		if err == nil {
+			buf, err = indexValueOf(buf, rev, v)
+		}
+		if err == nil {
+			err = b.Set(indexKey(rev), buf, nil)
+		}
+		return buf, err
+	case bytes.HasPrefix(k, baseLower):
+		kv, sub, err := decodeBaseEntry(k, v)
+		if err == nil {
+			buf = appendBaseIndexValue(buf, kv, sub)
+			err = b.Set(baseIndexKey(kv.Key), buf, nil)
+		}
+		return buf, err
+	}
+	return buf, nil
 }
 
 // installBatchBytes bounds the batches Install writes the new content in.

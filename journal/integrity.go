@@ -152,11 +152,45 @@ func fileProblems(fsys vfs.FS, dir string, f dirFiles) []error {
 		if err == nil {
 			err = new(pebble.Options).Parse(string(data), nil)
 		}
+		if err == nil {
+			err = optionsWhole(string(data))
+		}
 		if err != nil {
 			bad(f.options, "%v", err)
 		}
 	}
 	return problems
+}
+
+// optionsWhole checks that an OPTIONS file that parses holds every level's
+// section, each with as many settings as the first: Pebble writes one for
+// each of its levels, so a file cut short between two lines, which still
+// parses, lacks a level or some of its last level's settings.
+func optionsWhole(s string) error {
+	var levels []int // settings per level section, in file order
+	inLevel := false
+	for line := range strings.Lines(s) {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "["):
+			inLevel = strings.HasPrefix(line, "[Level ")
+			if inLevel {
+				levels = append(levels, 0)
+			}
+		case inLevel && strings.Contains(line, "="):
+			levels[len(levels)-1]++
+		}
+	}
+	want := len(pebble.Options{}.Levels)
+	if len(levels) != want {
+		return fmt.Errorf("cut short: %d level sections, want %d", len(levels), want)
+	}
+	for i, n := range levels {
+		if n != levels[0] {
+			return fmt.Errorf("cut short: level %d has %d settings, level 0 %d", i, n, levels[0])
+		}
+	}
+	return nil
 }
 
 // scanWAL reads and scans one write-ahead log.

@@ -89,6 +89,10 @@ type Meta struct {
 	// LastRev is the newest revision: max(1, the newest record's revision,
 	// BaseRev). A fresh store is at revision 1.
 	LastRev int64
+	// Format is the layout version (doc.go): Open leaves a store at the
+	// newest, 2; OpenReadOnly and Inspect also read version 1, which has
+	// no index entries.
+	Format uint64
 	// Commit is m/commit: how many synced commits wrote no record (the
 	// newest revision counts the others). 0 for a directory written before
 	// commits were numbered.

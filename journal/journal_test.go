@@ -21,7 +21,7 @@ func TestOpenFresh(t *testing.T) {
 	if m.ClusterID == m.MemberID {
 		t.Errorf("cluster and member ids are equal: %+v", m)
 	}
-	want := Meta{ClusterID: m.ClusterID, MemberID: m.MemberID, Term: 2, LastRev: 1, Commit: 1}
+	want := Meta{ClusterID: m.ClusterID, MemberID: m.MemberID, Term: 2, LastRev: 1, Format: formatVersion, Commit: 1}
 	if m != want {
 		t.Errorf("Meta() = %+v, want %+v", m, want)
 	}

@@ -22,7 +22,8 @@ type keyKind struct {
 	// check checks one entry's value under key k; errors wrap ErrCorrupt
 	// and name the key. nil for the kinds whose entries have a reader of
 	// their own that checks them and the rules between them: records
-	// (Scan) and base entries (ScanBase).
+	// (Scan), base entries (ScanBase) and the index entries of both
+	// (CheckIndex).
 	check func(k, v []byte) error
 }
 
@@ -32,6 +33,8 @@ var keyKinds = []keyKind{
 		return decodeAuthEntry(k, v, new(AuthState))
 	}},
 	{name: "base entry", lower: baseLower, upper: baseUpper},
+	{name: "index entry", lower: indexLower, upper: indexUpper},
+	{name: "base index entry", lower: baseIndexLower, upper: baseIndexUpper},
 	{name: "lease", lower: []byte(leasePrefix), upper: prefixEnd(leasePrefix), check: func(k, v []byte) error {
 		_, err := decodeLease(k, v)
 		return err
@@ -85,8 +88,8 @@ func kindOf(k []byte) *keyKind {
 // kind with a check of its own (auth entries, leases, meta keys such as the
 // alarms) is checked, and each key of no kind (one revd never writes) is a
 // problem. It yields one error per problem, wrapping ErrCorrupt and naming
-// the key. Records and base entries are skipped without being read: Scan
-// and ScanBase check them. Only a failed read of the store ends the
+// the key. Records, base entries and index entries are skipped without
+// being read: Scan, ScanBase and CheckIndex check them. Only a failed read of the store ends the
 // iteration, after it is yielded.
 func (j *Journal) CheckKeys() iter.Seq[error] {
 	return func(yield func(error) bool) {

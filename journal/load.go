@@ -143,6 +143,10 @@ func (l *Loader) AddBase(kv *mvccpb.KeyValue) error {
 	if err := l.b.Set(baseKey(kv.Key), l.buf, nil); err != nil {
 		return l.fail(fmt.Errorf("journal: load: %w", err))
 	}
+	l.buf = appendBaseIndexValue(l.buf[:0], kv, 0)
+	if err := l.b.Set(baseIndexKey(kv.Key), l.buf, nil); err != nil {
+		return l.fail(fmt.Errorf("journal: load: %w", err))
+	}
 	l.lastKey = append(l.lastKey[:0], kv.Key...)
 	l.nBase++
 	return l.maybeFlush()
@@ -204,6 +208,10 @@ func (l *Loader) AddRecord(rev int64, events []*mvccpb.Event) error {
 	if err := l.b.Set(l.buf[:recordKeyLen], l.buf[recordKeyLen:], nil); err != nil {
 		return l.fail(fmt.Errorf("journal: load: %w", err))
 	}
+	l.buf = appendIndexValue(l.buf[:0], rev, events)
+	if err := l.b.Set(indexKey(rev), l.buf, nil); err != nil {
+		return l.fail(fmt.Errorf("journal: load: %w", err))
+	}
 	l.rev = rev
 	l.nRecords++
 	return l.maybeFlush()
@@ -232,7 +240,7 @@ func (l *Loader) Finish() (Meta, error) {
 		l.Abort()
 		return Meta{}, l.err
 	}
-	m := Meta{ClusterID: l.meta.ClusterID, MemberID: l.meta.MemberID, Term: 2,
+	m := Meta{ClusterID: l.meta.ClusterID, MemberID: l.meta.MemberID, Term: 2, Format: formatVersion,
 		CompactRev: l.meta.CompactRev, BaseRev: l.meta.BaseRev, LastRev: l.rev}
 	if m.CompactRev > m.LastRev {
 		l.Abort()

@@ -27,6 +27,12 @@ func (j *Journal) startMeta() error {
 	if isNew {
 		return j.initMeta()
 	}
+	if m.Format == 1 {
+		if err := migrate(j.db); err != nil {
+			return err
+		}
+		m.Format = formatVersion
+	}
 	j.commitNum = m.Commit
 	m.Term++
 	b := j.db.NewBatch()
@@ -89,7 +95,7 @@ func (j *Journal) initMeta() error {
 	if memberID == 0 {
 		memberID = randomID()
 	}
-	m := Meta{ClusterID: clusterID, MemberID: memberID, Term: 2, LastRev: 1}
+	m := Meta{ClusterID: clusterID, MemberID: memberID, Term: 2, LastRev: 1, Format: formatVersion}
 	b := j.db.NewBatch()
 	defer b.Close()
 	if err := setMeta(b, m); err != nil {
@@ -151,7 +157,7 @@ func readIdentity(db reader) (Meta, error) {
 	for _, f := range []struct {
 		k []byte
 		v *uint64
-	}{{keyClusterID, &m.ClusterID}, {keyMemberID, &m.MemberID}, {keyTerm, &m.Term}} {
+	}{{keyFormat, &m.Format}, {keyClusterID, &m.ClusterID}, {keyMemberID, &m.MemberID}, {keyTerm, &m.Term}} {
 		v, found, err := getUint64(db, f.k)
 		if err != nil {
 			return Meta{}, err
@@ -164,7 +170,9 @@ func readIdentity(db reader) (Meta, error) {
 	return m, nil
 }
 
-// readMeta reads and checks the meta keys and the newest record.
+// readMeta reads and checks the meta keys and the newest record. It takes
+// the layout versions this revd reads: 1 (read only: Open migrates it
+// first) and formatVersion.
 func readMeta(db reader) (Meta, error) {
 	var (
 		m                     Meta
@@ -190,9 +198,10 @@ func readMeta(db reader) (Meta, error) {
 		}
 		*f.v = v
 	}
+	m.Format = format
 	switch {
-	case format != formatVersion:
-		return Meta{}, fmt.Errorf("%w: layout version %d, this revd reads version %d", ErrCorrupt, format, formatVersion)
+	case format != formatVersion && format != 1:
+		return Meta{}, fmt.Errorf("%w: layout version %d, this revd reads versions 1 and %d", ErrCorrupt, format, formatVersion)
 	case m.ClusterID == 0 || m.MemberID == 0:
 		return Meta{}, fmt.Errorf("%w: zero cluster or member id", ErrCorrupt)
 	case m.Term < 2 || m.Term == math.MaxUint64:

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -45,15 +46,25 @@ func pebbleOptions(cache *pebble.Cache, lock *pebble.Lock, fsys vfs.FS, log *slo
 	}
 	o.Experimental.SpanPolicyFunc = splitRecords
 	o.TargetFileSizes[0] = 8 << 20
-	// Bigger blocks suit scans; later levels inherit the setting.
-	o.Levels[0].BlockSize = 32 << 10
+	// Reads of values are point lookups (see pairs.go): a record by
+	// revision, a base entry by key. Small blocks keep one from reading and
+	// decompressing much more than the value it wants when the block is
+	// not cached (scans of many records read neighbouring blocks anyway),
+	// and an index block per table as large as the table needs keeps a
+	// lookup to one index level. The base snapshot's entries are looked up
+	// by key in tables that overlap, which bloom filters spare. Later
+	// levels inherit all three.
+	o.Levels[0].BlockSize = 4 << 10
+	o.Levels[0].IndexBlockSize = 256 << 10
+	o.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
 	return o
 }
 
 // splitRecords makes every table Pebble writes (flushes and compactions
-// alike) hold either records only or none: a table ends where the records'
-// key range begins or ends. Records are appended in key order, so tables
-// of records never overlap one another and stay where they are flushed.
+// alike) hold either records only, or their index entries only, or
+// neither: a table ends where the records' key range, or the index
+// entries', begins or ends. Both are appended in key order, so their
+// tables never overlap one another and stay where they are flushed.
 // Without the split, a memtable holding a lease, meta or base key next to
 // records became a table spanning from that key to the newest record, which
 // overlapped every older table: each compaction out of L0 then rewrote all
@@ -61,11 +72,10 @@ func pebbleOptions(cache *pebble.Cache, lock *pebble.Lock, fsys vfs.FS, log *slo
 // bytes written per byte appended, against 2 with the split: the WAL and
 // the flush).
 func splitRecords(start []byte) (pebble.SpanPolicy, []byte, error) {
-	switch {
-	case bytes.Compare(start, recordsLower) < 0:
-		return pebble.SpanPolicy{}, recordsLower, nil
-	case bytes.Compare(start, recordsUpper) < 0:
-		return pebble.SpanPolicy{}, recordsUpper, nil
+	for _, bound := range [...][]byte{indexLower, indexUpper, recordsLower, recordsUpper} {
+		if bytes.Compare(start, bound) < 0 {
+			return pebble.SpanPolicy{}, bound, nil
+		}
 	}
 	return pebble.SpanPolicy{}, nil, nil
 }

@@ -215,10 +215,11 @@ func inspectMeta(db reader) (Meta, []error, error) {
 			vals[string(k)] = v
 		}
 	}
-	if f, ok := vals[string(keyFormat)]; ok && f != formatVersion {
-		problem("layout version %d, this revd reads version %d", f, formatVersion)
+	if f, ok := vals[string(keyFormat)]; ok && f != formatVersion && f != 1 {
+		problem("layout version %d, this revd reads versions 1 and %d", f, formatVersion)
 	}
 	m.ClusterID, m.MemberID, m.Term = vals[string(keyClusterID)], vals[string(keyMemberID)], vals[string(keyTerm)]
+	m.Format = vals[string(keyFormat)]
 	for _, id := range []struct {
 		k []byte
 		v uint64

@@ -108,14 +108,7 @@ func (a *applier) Apply(ent *raftpb.Entry) (uint64, error) {
 		// Decided by another leader (or by this member before it
 		// restarted): the sequencer's core, the auth store and the alarms
 		// follow it here; the proposer's were changed when it decided.
-		// The core also sets the events' PrevKv, which the log does not
-		// carry, before the fan-out publishes them to watchers.
-		done := make(chan struct{})
-		s.seq.Follow(&sequencer.Follow{Batch: b, Done: done})
-		select {
-		case <-done:
-		case <-s.closing:
-		}
+		s.seq.Follow(&sequencer.Follow{Batch: b})
 		if len(b.Auth) > 0 {
 			s.auth.Follow(b.Auth)
 		}

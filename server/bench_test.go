@@ -23,6 +23,7 @@ func BenchmarkPutParallel(b *testing.B) {
 			val := make([]byte, 256)
 			var n atomic.Int64
 			b.ResetTimer()
+			cpu := startCPU()
 			var wg sync.WaitGroup
 			for c := 0; c < clients; c++ {
 				wg.Add(1)
@@ -42,6 +43,7 @@ func BenchmarkPutParallel(b *testing.B) {
 				}(c)
 			}
 			wg.Wait()
+			cpu.report(b)
 		})
 	}
 }
@@ -57,6 +59,7 @@ func BenchmarkRange(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
+	defer startCPU().report(b)
 	b.RunParallel(func(pb_ *testing.PB) {
 		for pb_.Next() {
 			if _, err := s.Range(ctx, &pb.RangeRequest{Key: []byte("foo")}); err != nil {

@@ -29,6 +29,9 @@ const (
 // DefaultQuotaBytes is etcd's default space quota (2 GiB).
 const DefaultQuotaBytes = alarm.DefaultQuotaBytes
 
+// DefaultCacheBytes is Options.CacheBytes's default: 128 MiB.
+const DefaultCacheBytes = 128 << 20
+
 // DefaultShards is the number of key-shard actors when Options.Splits is nil.
 const DefaultShards = 4
 
@@ -45,6 +48,11 @@ type Options struct {
 	// MaxRequestBytes bounds write requests as etcd's --max-request-bytes
 	// does. Default DefaultMaxRequestBytes.
 	MaxRequestBytes int
+	// CacheBytes is the size of the journal's block cache (Pebble's),
+	// through which every value a read returns is read: the Go heap holds
+	// the keys and their revisions, not the values (see package mvcc).
+	// Default DefaultCacheBytes.
+	CacheBytes int64
 	// Splits are the key-shard split points in increasing order: shard i
 	// holds keys in [Splits[i-1], Splits[i]). Default: DefaultShards shards
 	// split evenly over printable ASCII first bytes.
@@ -148,6 +156,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxRequestBytes <= 0 {
 		o.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = DefaultCacheBytes
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

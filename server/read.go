@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"sync/atomic"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"revd/actors/shard"
 	"revd/internal/etcdkv"
 	"revd/journal"
+	"revd/projections/mvcc"
 	"revd/projections/statehash"
 	"revd/server/maintenance"
 )
@@ -18,7 +20,7 @@ import (
 // reader is the read path: Range, read-only Txns, RangeStream, the state
 // hash and the watch hub's prev_kv read the shards at one revision that
 // every shard has applied, and never touch the sequencer (see the package
-// doc). Pairs the in-memory stores let go of come from the journal.
+// doc). The shards index the keys; the values come from the journal.
 type reader struct {
 	set *shard.Set
 	j   *journal.Journal
@@ -83,19 +85,12 @@ func (r *reader) rangeShards(ctx context.Context, req *pb.RangeRequest) (resp *p
 	return resp, err
 }
 
-// loadPair fetches a pair the in-memory stores let go of (they keep only
-// each key's current pair; see mvcc.Store.SetLoader) from the journal, the
-// truth. The shards only ask for durable revisions; the sequencer may ask
-// for one whose batch is still being written, and then waits for it.
-func (r *reader) loadPair(key []byte, rev int64) (*mvccpb.KeyValue, error) {
-	if rev > r.committed.Load() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := r.set.Tracker().Wait(ctx, rev); err != nil {
-			return nil, err
-		}
-	}
-	return r.j.Pair(key, rev)
+// journalValues are the values the indexes point at (mvcc.Values): the
+// journal holds every put's pair, read through Pebble's block cache.
+type journalValues struct{ j *journal.Journal }
+
+func (v journalValues) Pairs(refs []mvcc.Ref, kvs []*mvccpb.KeyValue) error {
+	return v.j.Pairs(len(refs), func(i int) (string, int64) { return refs[i].Key, refs[i].Rev }, kvs)
 }
 
 // prevAt returns key's value at rev, for prev_kv of events replayed from the
@@ -127,29 +122,56 @@ type StateHash = maintenance.StateHash
 // with rpctypes.ErrGRPCFutureRev above the committed revision and
 // rpctypes.ErrGRPCCompacted below the compaction revision.
 //
-// It reads every live pair once, under each shard's read lock in turn (as
-// a Range over all keys does), and holds pointers to them until it returns.
+// It reads the pairs in key order, stateHashChunk keys at a time (each
+// chunk's values read from the journal in one call), all at one revision,
+// so that it holds one chunk's values at a time whatever the store's size.
 func (s *Server) StateHash(ctx context.Context, rev int64) (StateHash, error) {
 	return s.reads.stateHash(ctx, rev)
 }
 
+// stateHashChunk is how many keys StateHash reads at a time.
+const stateHashChunk = 10000
+
 func (r *reader) stateHash(ctx context.Context, rev int64) (StateHash, error) {
-	var kvs []*mvccpb.KeyValue
-	at := rev
-	err := r.read(ctx, func(v *shard.View) (err error) {
-		if rev <= 0 {
-			at = v.Rev()
+	for {
+		h, err, again := r.stateHashOnce(ctx, rev)
+		if !again {
+			return h, err
 		}
-		kvs, _, err = v.Range([]byte{0}, []byte{}, at, 0)
-		return etcdkv.ToGRPC(err)
-	})
-	if err != nil {
-		return StateHash{}, err
 	}
-	rev = at
-	sum, err := statehash.Of(kvs)
+}
+
+// stateHashOnce hashes every chunk at one view's revision; again says a
+// compaction overtook it between chunks (a read the caller may retry, as
+// read retries one chunk).
+func (r *reader) stateHashOnce(ctx context.Context, rev int64) (_ StateHash, _ error, again bool) {
+	v, err := r.view(ctx)
 	if err != nil {
-		return StateHash{}, err
+		return StateHash{}, err, false
 	}
-	return StateHash{Revision: rev, Keys: int64(len(kvs)), Sum: sum}, nil
+	at := rev
+	if rev <= 0 {
+		at = v.Rev()
+	}
+	hasher := statehash.New()
+	key := []byte{0}
+	for {
+		kvs, _, err := v.Range(key, []byte{}, at, stateHashChunk)
+		if err != nil {
+			if r.compactRev.Load() > v.CompactRev() && rev <= 0 {
+				return StateHash{}, nil, true
+			}
+			return StateHash{}, etcdkv.ToGRPC(err), false
+		}
+		for _, kv := range kvs {
+			if err := hasher.Add(kv); err != nil {
+				return StateHash{}, err, false
+			}
+		}
+		if len(kvs) < stateHashChunk {
+			break
+		}
+		key = append(bytes.Clone(kvs[len(kvs)-1].Key), 0)
+	}
+	return StateHash{Revision: at, Keys: hasher.Count(), Sum: hasher.Sum()}, nil, false
 }

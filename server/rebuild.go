@@ -8,24 +8,22 @@ import (
 	"revd/projections/mvcc"
 )
 
-// rebuildCore rebuilds the sequencer's core from the journal as applied: a
-// member that led, lost that and leads again decided things that were not
-// applied. It runs on the sequencer's goroutine while the apply goroutine
+// rebuildCore rebuilds the sequencer's core as applied: a member that led,
+// lost that and leads again decided things that were not applied. Its
+// store is a new Overlay over the shards at the applied revision (which
+// waits for the shards to apply it), its lease index is restored from the
+// journal. It runs on the sequencer's goroutine while the apply goroutine
 // waits for it (see sequencer.Activate), so the journal does not change
 // meanwhile.
 func (s *Server) rebuildCore() (*sequencer.Core, error) {
-	st := mvcc.NewStore()
-	st.SetLoader(s.reads.loadPair)
-	if _, err := restore(s.j, st, nil); err != nil {
-		return nil, err
-	}
-	if rev, want := st.Rev(), s.committed.Load(); rev != want {
-		return nil, fmt.Errorf("server: rebuilding the sequencer: the journal ends at revision %d, applied %d", rev, want)
-	}
 	leases := lease.NewIndex(0)
-	if _, err := restoreLeases(s.j, st, leases); err != nil {
+	r, err := restore(s.j, nil, leases)
+	if err != nil {
 		return nil, err
 	}
-	s.log.Info("sequencer rebuilt from the journal", "revision", st.Rev())
-	return sequencer.NewCore(st, leases), nil
+	if want := s.committed.Load(); r.rev != want {
+		return nil, fmt.Errorf("server: rebuilding the sequencer: the journal ends at revision %d, applied %d", r.rev, want)
+	}
+	s.log.Info("sequencer rebuilt from the journal", "revision", r.rev)
+	return sequencer.NewCore(mvcc.NewOverlay(s.set, s.set.Values(), r.rev, r.compactRev), leases), nil
 }

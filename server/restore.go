@@ -3,74 +3,84 @@ package server
 import (
 	"fmt"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
 	"revd/actors/shard"
 	"revd/journal"
 	"revd/projections/lease"
 	"revd/projections/mvcc"
 )
 
-// restore rebuilds the sequencer's store and the shards (if set is not
-// nil) from the journal:
-// the base snapshot, then every record after it, checking that revisions
-// follow each other with no gap. It returns the compaction revision (-1 if
-// none).
-func restore(j *journal.Journal, st *mvcc.Store, set *shard.Set) (int64, error) {
-	base, last, compact := j.BaseRev(), j.LastRev(), j.CompactRev()
-	for kv, err := range j.Base() {
+// restored is what restore rebuilt: the revision, the compaction revision
+// (-1 if none) and how many keys name a lease that does not exist.
+type restored struct {
+	rev, compactRev int64
+	orphans         int
+}
+
+// restore rebuilds the shards' indexes (if set is not nil) and the lease
+// index from the journal: the durable leases, then the base snapshot's
+// index entries, then every record's after it, checking that revisions
+// follow each other with no gap; the keys alive at the end are attached to
+// the leases they name, as etcd's kvstore.restore does. It reads no value:
+// its time is that of the keys and revisions (see the journal's index.go).
+// The sequencer's store needs nothing more: it is an Overlay over the
+// shards (see package mvcc).
+func restore(j *journal.Journal, set *shard.Set, leases *lease.Index) (restored, error) {
+	for l, err := range j.Leases() {
 		if err != nil {
-			return 0, err
+			return restored{}, err
 		}
-		st.Load(kv)
+		leases.Insert(lease.Lease{ID: l.ID, TTL: l.TTL, Seq: leases.NextSeq()})
+	}
+	// The lease of every alive key that has one.
+	leased := map[string]int64{}
+	base, last, compact := j.BaseRev(), j.LastRev(), j.CompactRev()
+	for e, err := range j.BaseIndex() {
+		if err != nil {
+			return restored{}, err
+		}
 		if set != nil {
-			set.Load(kv)
+			set.Load(mvcc.Entry{Key: string(e.Key), Rev: e.Mod, Created: e.Create, Version: e.Ver})
+		}
+		if e.Lease != 0 {
+			leased[string(e.Key)] = e.Lease
 		}
 	}
 	rev := max(1, base)
-	st.SetRev(rev)
-	for rec, err := range j.Records(rev+1, 0) {
+	for rec, err := range j.IndexRecords(rev+1, 0) {
 		if err != nil {
-			return 0, err
+			return restored{}, err
 		}
 		if rec.Revision != rev+1 {
-			return 0, fmt.Errorf("%w: revision %d follows %d", journal.ErrCorrupt, rec.Revision, rev)
+			return restored{}, fmt.Errorf("%w: revision %d follows %d", journal.ErrCorrupt, rec.Revision, rev)
 		}
 		rev = rec.Revision
-		st.Apply(rev, rec.Events)
 		if set != nil {
 			set.ApplyRestored(rev, rec.Events)
 		}
+		for _, ev := range rec.Events {
+			if ev.Type == mvccpb.Event_PUT && ev.Lease != 0 {
+				leased[string(ev.Key)] = ev.Lease
+			} else if len(leased) > 0 {
+				delete(leased, string(ev.Key))
+			}
+		}
 	}
 	if rev != last {
-		return 0, fmt.Errorf("%w: records end at revision %d, journal says %d", journal.ErrCorrupt, rev, last)
+		return restored{}, fmt.Errorf("%w: records end at revision %d, journal says %d", journal.ErrCorrupt, rev, last)
 	}
-	compactRev := int64(-1)
+	r := restored{rev: rev, compactRev: -1}
 	if compact > 0 {
-		compactRev = compact
-		st.Compact(compactRev)
+		r.compactRev = compact
 	}
 	if set != nil {
-		set.FinishRestore(rev, compactRev)
+		set.FinishRestore(rev, r.compactRev)
 	}
-	return compactRev, nil
-}
-
-// restoreLeases loads the durable leases into idx and attaches to them the
-// keys alive in st that name them, as etcd's kvstore.restore does.
-func restoreLeases(j *journal.Journal, st *mvcc.Store, idx *lease.Index) (orphans int, err error) {
-	for l, err := range j.Leases() {
-		if err != nil {
-			return 0, err
-		}
-		idx.Insert(lease.Lease{ID: l.ID, TTL: l.TTL, Seq: idx.NextSeq()})
-	}
-	kvs, _, err := st.Range([]byte{0}, []byte{}, 0, 0)
-	if err != nil {
-		return 0, err
-	}
-	for _, kv := range kvs {
-		if kv.Lease != 0 && !idx.Attach(kv) {
-			orphans++
+	for key, id := range leased {
+		if !leases.Attach(&mvccpb.KeyValue{Key: []byte(key), Lease: id}) {
+			r.orphans++
 		}
 	}
-	return orphans, nil
+	return r, nil
 }

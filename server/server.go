@@ -100,7 +100,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	corrupt := new(corruptionSink)
-	jopts := journal.Options{Logger: opts.Logger.With("component", "journal"), OnCorrupt: corrupt.report}
+	jopts := journal.Options{Logger: opts.Logger.With("component", "journal"), CacheBytes: opts.CacheBytes, OnCorrupt: corrupt.report}
 	if id != nil {
 		jopts.ClusterID, jopts.MemberID = id.clusterID, id.memberID
 	}
@@ -113,7 +113,8 @@ func New(opts Options) (*Server, error) {
 		splits = shard.DefaultSplits(DefaultShards)
 	}
 	meta := j.Meta()
-	s := &Server{opts: opts, log: opts.Logger, j: j, meta: meta, started: time.Now(), splits: splits, set: shard.NewSet(splits),
+	values := journalValues{j}
+	s := &Server{opts: opts, log: opts.Logger, j: j, meta: meta, started: time.Now(), splits: splits, set: shard.NewSet(splits, values),
 		limit: reqsize.Limit{MemberID: meta.MemberID, MaxBytes: opts.MaxRequestBytes}, closing: make(chan struct{}), ready: make(chan struct{}), joined: id}
 	s.reads = reader{set: s.set, j: j, committed: &s.committed, compactRev: &s.compactRev}
 	s.lead.init()
@@ -123,30 +124,25 @@ func New(opts Options) (*Server, error) {
 		j.Close()
 		return nil, err
 	}
-	seqStore := mvcc.NewStore()
-	// Both stores keep each key's current pair in memory and fetch older
-	// ones from the journal.
-	seqStore.SetLoader(s.reads.loadPair)
-	s.set.SetLoader(s.reads.loadPair)
-	compactRev, err := restore(j, seqStore, s.set)
+	// The shards index the keys; the values stay in the journal, read
+	// through Pebble's block cache (see package mvcc).
+	leases := lease.NewIndex(0)
+	r, err := restore(j, s.set, leases)
 	if err != nil {
 		j.Close()
 		return nil, err
 	}
-	leases := lease.NewIndex(0)
-	if orphans, err := restoreLeases(j, seqStore, leases); err != nil {
-		j.Close()
-		return nil, err
-	} else if orphans > 0 {
-		s.log.Error("keys name leases that do not exist; they stay without a lease", "keys", orphans)
+	if r.orphans > 0 {
+		s.log.Error("keys name leases that do not exist; they stay without a lease", "keys", r.orphans)
 	}
-	s.stats.countRestored(seqStore)
+	compactRev := r.compactRev
+	s.stats.countRestored(s.set.View(r.rev, compactRev))
 	if err := s.openServices(); err != nil {
 		j.Close()
 		return nil, err
 	}
 	leaseCopy := leases.Clone() // the lease actor's; the core owns leases
-	s.committed.Store(seqStore.Rev())
+	s.committed.Store(r.rev)
 	s.compactRev.Store(compactRev)
 
 	s.system = system.New(opts.Logger)
@@ -155,7 +151,7 @@ func New(opts Options) (*Server, error) {
 	// Decisions wait for this member to lead; what is decided goes through
 	// raft, and comes back to every member's applier, which publishes it.
 	s.seq = sequencer.Start(s.system, sequencer.Options{
-		Core:     sequencer.NewCore(seqStore, leases),
+		Core:     sequencer.NewCore(mvcc.NewOverlay(s.set, values, r.rev, compactRev), leases),
 		Log:      s.props,
 		OnFail:   s.onFail,
 		Inactive: true,
@@ -192,8 +188,8 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("server: the one-member cluster did not elect itself: %w", err)
 		}
 	}
-	s.log.Info("store restored", "dir", opts.DataDir, "revision", seqStore.Rev(),
-		"compact_revision", compactRev, "keys", seqStore.KeyCount(), "took", time.Since(s.started))
+	s.log.Info("store restored", "dir", opts.DataDir, "revision", r.rev,
+		"compact_revision", compactRev, "keys", s.stats.keys.Load(), "took", time.Since(s.started))
 	corrupt.s.Store(s)
 	return s, nil
 }

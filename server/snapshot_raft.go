@@ -119,27 +119,23 @@ func (s *Server) resumeInstall() error {
 // the members, the compactor, and the revisions reads start from. The
 // watch hub fills what it missed from the journal on the next commit.
 func (s *Server) reload() error {
-	fresh := shard.NewSet(s.splits)
-	fresh.SetLoader(s.reads.loadPair)
-	st := mvcc.NewStore()
-	st.SetLoader(s.reads.loadPair)
-	compactRev, err := restore(s.j, st, fresh)
+	values := s.set.Values()
+	fresh := shard.NewSet(s.splits, values)
+	leases := lease.NewIndex(0)
+	r, err := restore(s.j, fresh, leases)
 	if err != nil {
 		return err
 	}
-	leases := lease.NewIndex(0)
-	if _, err := restoreLeases(s.j, st, leases); err != nil {
-		return err
-	}
 	actorLeases := leases.Clone()
-	rev := st.Rev()
-	s.seq.Reset(sequencer.NewCore(st, leases))
+	// The new core's Overlay reads the live shards, which take fresh's
+	// indexes after what they were sent before: it waits for them.
+	s.seq.Reset(sequencer.NewCore(mvcc.NewOverlay(s.set, values, r.rev, r.compactRev), leases))
 	s.set.Reset(fresh)
 	s.lease.ref.Send(&leaseactor.Reset{Index: actorLeases})
-	s.stats.countRestored(st)
-	s.committed.Store(rev)
-	s.compactRev.Store(compactRev)
-	s.comp.reset(compactRev)
+	s.stats.countRestored(fresh.View(r.rev, r.compactRev))
+	s.committed.Store(r.rev)
+	s.compactRev.Store(r.compactRev)
+	s.comp.reset(r.compactRev)
 
 	if err := s.auth.Reload(); err != nil {
 		return err

@@ -6,8 +6,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"revd/actors/sequencer"
+	"revd/actors/shard"
 	"revd/journal"
-	"revd/projections/mvcc"
 )
 
 // Stats is a snapshot of the figures /metrics reports (gateway/metrics)
@@ -55,9 +55,9 @@ func (s *Server) Stats() Stats {
 	}
 }
 
-// countRestored sets the key count from the restored store.
-func (c *counters) countRestored(st *mvcc.Store) {
-	n, err := st.Count([]byte{0}, []byte{}, 0)
+// countRestored sets the key count from the restored shards.
+func (c *counters) countRestored(v *shard.View) {
+	n, err := v.Count([]byte{0}, []byte{}, 0)
 	if err == nil {
 		c.keys.Store(n)
 	}

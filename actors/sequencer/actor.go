@@ -71,12 +71,7 @@ type (
 	Deactivate struct{}
 	// Follow applies a batch that another leader decided (Core.Follow); a
 	// batch that does not follow the core's state makes the core stale.
-	// Done, if set, is closed once the core followed it (or could not):
-	// the batch's events then carry their PrevKv where the core knew it.
-	Follow struct {
-		Batch *Batch
-		Done  chan struct{}
-	}
+	Follow struct{ Batch *Batch }
 	// Reset replaces the core (rebuilt after a raft snapshot replaced the
 	// journal's content) of a sequencer that does not decide.
 	Reset struct{ Core *Core }
@@ -236,9 +231,6 @@ func (a *Actor) Receive(ctx actor.Context) {
 				// was lost, which the writer has not reported yet.
 				a.stale = true
 			}
-		}
-		if m.Done != nil {
-			close(m.Done)
 		}
 	case *actor.Stopping:
 		a.q.Close()

@@ -66,7 +66,7 @@ func TestGroupCommit(t *testing.T) {
 	log := &gateLog{entered: make(chan struct{}, 1), release: make(chan error)}
 	var mu sync.Mutex
 	var published []int64
-	a := New(Options{Core: NewCore(mvcc.NewStore(), nil), Log: log, OnCommit: func(b *Batch) {
+	a := New(Options{Core: NewCore(mvcc.NewMemory(), nil), Log: log, OnCommit: func(b *Batch) {
 		mu.Lock()
 		for _, r := range b.Records {
 			published = append(published, r.Revision)
@@ -136,7 +136,7 @@ func TestJournalFailureStopsWrites(t *testing.T) {
 	sys := newSystem(t)
 	log := &gateLog{entered: make(chan struct{}, 1), release: make(chan error, 1)}
 	failed := make(chan error, 1)
-	a := New(Options{Core: NewCore(mvcc.NewStore(), nil), Log: log, OnFail: func(err error) { failed <- err }})
+	a := New(Options{Core: NewCore(mvcc.NewMemory(), nil), Log: log, OnFail: func(err error) { failed <- err }})
 	pid := sys.Root.Spawn(a.Props())
 	replies := make(chan Outcome, 10)
 	sys.Root.Send(pid, &Command{Req: put("k", "v"), Reply: func(o Outcome) { replies <- o }})
@@ -164,7 +164,7 @@ func TestAdmitWhenDecided(t *testing.T) {
 			log.release <- nil
 		}
 	}()
-	a := New(Options{Core: NewCore(mvcc.NewStore(), nil), Log: log})
+	a := New(Options{Core: NewCore(mvcc.NewMemory(), nil), Log: log})
 	pid := sys.Root.Spawn(a.Props())
 	replies := make(chan Outcome, 10)
 	reply := func(o Outcome) { replies <- o }
@@ -203,7 +203,7 @@ func TestAdmitWhenDecided(t *testing.T) {
 func TestChangeJoinsGroupCommit(t *testing.T) {
 	sys := newSystem(t)
 	log := &gateLog{entered: make(chan struct{}, 1), release: make(chan error)}
-	a := New(Options{Core: NewCore(mvcc.NewStore(), nil), Log: log})
+	a := New(Options{Core: NewCore(mvcc.NewMemory(), nil), Log: log})
 	pid := sys.Root.Spawn(a.Props())
 	replies := make(chan Outcome, 10)
 	sys.Root.Send(pid, &Command{Req: put("k", "v"), Reply: func(o Outcome) { replies <- o }})

@@ -24,19 +24,24 @@ import (
 // or not yet: commands are decided in order, and the journal commits them in
 // that same order, so a reply sent after the fsync is always consistent.
 //
+// The state is an mvcc.Overlay: what the core decided lately, with its
+// values, over the key-shard indexes that hold the rest (the values of which
+// are in the journal); see package mvcc. A leader that lost what it decided
+// drops its core, and a new one over the same shards starts where they are.
+//
 // Leases are part of that state: the core keeps the lease index (which
 // leases exist, which keys each holds), grants and revokes leases in order
 // with the KV commands, and attaches and detaches keys as each write's
 // events say. Deadlines are not its business: the lease actor decides when
 // a lease expires and sends an Expiry, which is decided here like a revoke.
 type Core struct {
-	st     *mvcc.Store
+	st     *mvcc.Overlay
 	leases *lease.Index
 }
 
 // NewCore returns a core evaluating against st and leases (which it then
 // owns). leases may be nil: an empty index with etcd's default minimum TTL.
-func NewCore(st *mvcc.Store, leases *lease.Index) *Core {
+func NewCore(st *mvcc.Overlay, leases *lease.Index) *Core {
 	if leases == nil {
 		leases = lease.NewIndex(0)
 	}
@@ -125,7 +130,7 @@ func (c *Core) outcome(tw *etcdkv.StoreTxn, resp proto.Message, err error) Outco
 
 // compact follows etcd: at or below the last compaction is "compacted",
 // above the current revision is "future revision"; the response carries the
-// current revision.
+// current revision. The shards compact their indexes once it is durable.
 func (c *Core) compact(r *pb.CompactionRequest) Outcome {
 	switch {
 	case r.Revision <= c.st.CompactRev():
@@ -193,11 +198,11 @@ func (c *Core) Expire(id int64, seq uint64) Outcome {
 
 // Follow applies a batch another member's sequencer decided (a follower
 // applying the log), so that this core's state stays the applied state and
-// is ready to decide if this member comes to lead. It sets the events'
-// PrevKv, which the log does not carry, as the deciding core did: a
-// watcher's prev_kv is the same on every member. The batch's first
-// revision must follow the core's; a gap or an overlap is an error, and
-// the core is then unchanged.
+// is ready to decide if this member comes to lead. The events carry no
+// PrevKv, on any member: the watch hub reads it at the revision before for
+// the watchers that ask, so it is the same on every member. The batch's
+// first revision must follow the core's; a gap or an overlap is an error,
+// and the core is then unchanged.
 func (c *Core) Follow(b *Batch) error {
 	if n := len(b.Records); n > 0 && b.Records[0].Revision != c.st.Rev()+1 {
 		return fmt.Errorf("sequencer: batch at revision %d does not follow revision %d", b.Records[0].Revision, c.st.Rev())
@@ -208,7 +213,6 @@ func (c *Core) Follow(b *Batch) error {
 			c.leases.ApplyChange(changes[0])
 			changes = changes[1:]
 		}
-		fillPrev(c.st, r.Events)
 		c.st.Apply(r.Revision, r.Events)
 		c.leases.Apply(r.Events)
 	}
@@ -224,15 +228,3 @@ func (c *Core) Follow(b *Batch) error {
 // Lead prepares the core to decide as the leader of term: its lease grants
 // are numbered above term << 32 (see lease.Index.RaiseSeq).
 func (c *Core) Lead(term uint64) { c.leases.RaiseSeq(term << 32) }
-
-// fillPrev sets the PrevKv of one revision's events from st before the
-// revision is applied: the key's pair at the revision before, nil for a
-// creation. A key appears once in a revision's events (etcd refuses a Txn
-// that writes a key twice).
-func fillPrev(st *mvcc.Store, events []*mvccpb.Event) {
-	for _, ev := range events {
-		if ev.PrevKv == nil {
-			ev.PrevKv = st.Get(ev.Kv.Key)
-		}
-	}
-}

@@ -11,7 +11,7 @@ import (
 	"revd/projections/mvcc"
 )
 
-func newCore() *Core { return NewCore(mvcc.NewStore(), nil) }
+func newCore() *Core { return NewCore(mvcc.NewMemory(), nil) }
 
 func put(k, v string) *pb.PutRequest { return &pb.PutRequest{Key: []byte(k), Value: []byte(v)} }
 

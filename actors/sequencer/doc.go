@@ -15,8 +15,8 @@
 // so that every journal write goes through the log.
 //
 // In a cluster the core of every member follows the batches other leaders
-// decided (Follow; it also sets the events' prev_kv, which the log does
-// not carry), so that a member coming to lead decides from the applied
-// state (Activate); one whose decided batch was lost is rebuilt first
-// (Options.Rebuild).
+// decided (Follow), so that a member coming to lead decides from the
+// applied state (Activate); one whose decided batch was lost is rebuilt
+// first (Options.Rebuild). No member's events carry prev_kv: the watch hub
+// reads it at the revision before for the watchers that ask.
 package sequencer

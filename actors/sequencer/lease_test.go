@@ -90,7 +90,7 @@ func TestCoreLeaseGrantAndRevoke(t *testing.T) {
 // TestCoreExpiryIsStaleAfterRegrant: an expiry decided for one grant must
 // not revoke a later grant of the same id.
 func TestCoreExpiryIsStaleAfterRegrant(t *testing.T) {
-	c := NewCore(mvcc.NewStore(), nil)
+	c := NewCore(mvcc.NewMemory(), nil)
 	first := c.Eval(&pb.LeaseGrantRequest{ID: 5, TTL: 10}).Leases[0]
 	c.Eval(leasedPut("k", 5))
 	c.Eval(&pb.LeaseRevokeRequest{ID: 5})

@@ -65,7 +65,7 @@ func newPipeline(t *testing.T, opts Options) *pipeline {
 	p := &pipeline{t: t, log: newAsyncLog(), replies: make(chan Outcome, 100)}
 	opts.Log = p.log
 	if opts.Core == nil {
-		opts.Core = NewCore(mvcc.NewStore(), nil)
+		opts.Core = NewCore(mvcc.NewMemory(), nil)
 	}
 	p.a = New(opts)
 	pid := sys.Root.Spawn(p.a.Props())
@@ -144,7 +144,7 @@ func TestLostBatchRefusesLaterDecisions(t *testing.T) {
 	rebuilt := 0
 	p := newPipeline(t, Options{MaxInFlight: 1, Inactive: true, Rebuild: func() (*Core, error) {
 		rebuilt++
-		return NewCore(mvcc.NewStore(), nil), nil // what was applied: nothing
+		return NewCore(mvcc.NewMemory(), nil), nil // what was applied: nothing
 	}})
 	p.activate(2)
 	p.send("a")

@@ -31,14 +31,16 @@ type Set struct {
 	pids    []*actor.PID
 	root    *actor.RootContext // set by Start
 	tracker *Tracker
+	values  mvcc.Values
 }
 
-// NewSet makes len(splits)+1 empty shards at revision 1. Restore them with
-// Load and ApplyRestored, then Spawn their actors.
-func NewSet(splits [][]byte) *Set {
-	s := &Set{splits: splits, tracker: NewTracker(len(splits)+1, 1)}
+// NewSet makes len(splits)+1 empty shards at revision 1, whose views read
+// values from values. Restore them with Load and ApplyRestored, then Spawn
+// their actors.
+func NewSet(splits [][]byte, values mvcc.Values) *Set {
+	s := &Set{splits: splits, tracker: NewTracker(len(splits)+1, 1), values: values}
 	for i := 0; i <= len(splits); i++ {
-		s.shards = append(s.shards, &Shard{index: i, tracker: s.tracker, st: mvcc.NewStore()})
+		s.shards = append(s.shards, &Shard{index: i, tracker: s.tracker, st: mvcc.NewIndex()})
 	}
 	return s
 }
@@ -54,7 +56,7 @@ func (s *Set) Owner(key []byte) int {
 	return sort.Search(len(s.splits), func(i int) bool { return bytes.Compare(key, s.splits[i]) < 0 })
 }
 
-// span is the first and last shard a range touches (end as in mvcc.Store).
+// span is the first and last shard a range touches (end as in mvcc.Index.Range).
 func (s *Set) span(key, end []byte) (int, int) {
 	first := s.Owner(key)
 	switch {
@@ -66,14 +68,21 @@ func (s *Set) span(key, end []byte) (int, int) {
 	return first, max(first, s.Owner(end))
 }
 
-// Load restores kv into its shard (start-up only, before Spawn).
-func (s *Set) Load(kv *mvccpb.KeyValue) { s.shards[s.Owner(kv.Key)].st.Load(kv) }
+// Load restores a key alive at the base revision, whose last put is e,
+// into its shard (start-up only, before Spawn).
+func (s *Set) Load(e mvcc.Entry) { s.shards[s.Owner([]byte(e.Key))].st.Load(e) }
 
-// ApplyRestored applies one revision read back from the journal to every
-// shard (start-up only, before Spawn).
-func (s *Set) ApplyRestored(rev int64, events []*mvccpb.Event) {
+// ApplyRestored applies one revision's index entry read back from the
+// journal to every shard (start-up only, before Spawn).
+func (s *Set) ApplyRestored(rev int64, events []journal.IndexEvent) {
 	for _, ev := range events {
-		s.shards[s.Owner(ev.Kv.Key)].st.Apply(rev, []*mvccpb.Event{ev})
+		st := s.shards[s.Owner(ev.Key)].st
+		switch ev.Type {
+		case mvccpb.Event_PUT:
+			st.Put(ev.Key, rev, ev.Create, ev.Ver)
+		case mvccpb.Event_DELETE:
+			st.Tombstone(ev.Key, rev)
+		}
 	}
 }
 
@@ -161,20 +170,12 @@ func (s *Set) DispatchCompact(rev int64) {
 	}
 }
 
-// Reset replaces every shard's store with fresh's (a set restored from a
+// Reset replaces every shard's index with fresh's (a set restored from a
 // journal whose content a raft snapshot replaced, not started), after what
 // each was sent before; the tracker moves up to fresh's revision as each
-// shard takes its new store.
+// shard takes its new index.
 func (s *Set) Reset(fresh *Set) {
 	for i, pid := range s.pids {
-		s.root.Send(pid, &Reset{Store: fresh.shards[i].st})
-	}
-}
-
-// SetLoader gives every shard's store the loader of pairs that left memory
-// (see mvcc.Store.SetLoader).
-func (s *Set) SetLoader(l mvcc.Loader) {
-	for _, sh := range s.shards {
-		sh.st.SetLoader(l)
+		s.root.Send(pid, &Reset{Index: fresh.shards[i].st})
 	}
 }

@@ -22,11 +22,15 @@ type Compact struct {
 	Rev int64
 }
 
-// Reset is the message that replaces a shard's store (a raft snapshot
+// Reset is the message that replaces a shard's index (a raft snapshot
 // replaced the journal's content), after what it was sent before.
 type Reset struct {
-	Store *mvcc.Store
+	Index *mvcc.Index
 }
+
+// compactChunk is how many keys a shard compacts at a time, letting its
+// readers in between.
+const compactChunk = 1024
 
 // Shard is one key range's projection and its actor.
 type Shard struct {
@@ -34,7 +38,7 @@ type Shard struct {
 	tracker *Tracker
 
 	mu sync.RWMutex
-	st *mvcc.Store
+	st *mvcc.Index
 
 	// The writer sends a shard only the batches with events in its range
 	// (see Set.Dispatch); qmu guards the count of those not applied yet
@@ -56,16 +60,31 @@ func (s *Shard) Receive(ctx actor.Context) {
 	case *Apply:
 		s.apply(m)
 	case *Compact:
-		s.mu.Lock()
-		if m.Rev > s.st.CompactRev() {
-			s.st.Compact(m.Rev)
-		}
-		s.mu.Unlock()
+		s.compact(m.Rev)
 	case *Reset:
 		s.mu.Lock()
-		s.st = m.Store
+		s.st = m.Index
 		s.mu.Unlock()
-		s.tracker.Advance(s.index, m.Store.Rev())
+		s.tracker.Advance(s.index, m.Index.Rev())
+	}
+}
+
+// compact compacts the shard's index at rev a chunk of keys at a time,
+// letting readers in between: reads at rev or later answer the same at
+// every step, and reads below it fail from the first (see
+// mvcc.Index.CompactSome).
+func (s *Shard) compact(rev int64) {
+	s.mu.Lock()
+	if rev <= s.st.CompactRev() {
+		s.mu.Unlock()
+		return
+	}
+	s.st.SetCompactRev(rev)
+	s.mu.Unlock()
+	for from := []byte{}; from != nil; {
+		s.mu.Lock()
+		from = s.st.CompactSome(rev, from, compactChunk)
+		s.mu.Unlock()
 	}
 }
 
@@ -119,8 +138,8 @@ func (s *Shard) skip(rev int64) {
 	s.send(&Apply{LastRev: rev})
 }
 
-// read runs f on the shard's store under its read lock.
-func (s *Shard) read(f func(*mvcc.Store)) {
+// read runs f on the shard's index under its read lock.
+func (s *Shard) read(f func(*mvcc.Index)) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	f(s.st)

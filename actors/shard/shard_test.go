@@ -18,6 +18,15 @@ func putEv(key, val string, rev int64) *mvccpb.Event {
 	return &mvccpb.Event{Type: mvccpb.Event_PUT, Kv: &mvccpb.KeyValue{Key: []byte(key), Value: []byte(val), CreateRevision: rev, ModRevision: rev, Version: 1}}
 }
 
+// dispatchT hands s a durable batch, as the writer does, after keeping its
+// values in vals, as the journal does before.
+func dispatchT(s *Set, vals *mvcc.MemValues, recs []journal.Record, last int64) {
+	for _, r := range recs {
+		vals.Apply(r.Events)
+	}
+	s.Dispatch(recs, last)
+}
+
 func keys(kvs []*mvccpb.KeyValue) string {
 	var s []string
 	for _, kv := range kvs {
@@ -27,7 +36,7 @@ func keys(kvs []*mvccpb.KeyValue) string {
 }
 
 func TestOwnerAndSpan(t *testing.T) {
-	s := NewSet([][]byte{[]byte("g"), []byte("p")})
+	s := NewSet([][]byte{[]byte("g"), []byte("p")}, nil)
 	for key, want := range map[string]int{"a": 0, "f\xff": 0, "g": 1, "oz": 1, "p": 2, "zz": 2, "\x00": 0} {
 		if got := s.Owner([]byte(key)); got != want {
 			t.Errorf("Owner(%q) = %d, want %d", key, got, want)
@@ -55,11 +64,12 @@ func TestOwnerAndSpan(t *testing.T) {
 func TestViewAcrossShards(t *testing.T) {
 	sys := system.New(nil)
 	defer sys.Shutdown()
-	s := NewSet([][]byte{[]byte("g"), []byte("p")})
+	vals := mvcc.NewMemValues()
+	s := NewSet([][]byte{[]byte("g"), []byte("p")}, vals)
 	s.Start(sys)
 	defer s.Stop()
 
-	s.Dispatch([]journal.Record{
+	dispatchT(s, vals, []journal.Record{
 		{Revision: 2, Events: []*mvccpb.Event{putEv("a", "1", 2), putEv("h", "1", 2), putEv("z", "1", 2)}},
 		{Revision: 3, Events: []*mvccpb.Event{putEv("b", "1", 3)}},
 	}, 3)
@@ -88,7 +98,7 @@ func TestViewAcrossShards(t *testing.T) {
 		t.Fatalf("future read: %v", err)
 	}
 	// A view pinned at 3 keeps reading 3 after more revisions land.
-	s.Dispatch([]journal.Record{{Revision: 4, Events: []*mvccpb.Event{putEv("c", "1", 4)}}}, 4)
+	dispatchT(s, vals, []journal.Record{{Revision: 4, Events: []*mvccpb.Event{putEv("c", "1", 4)}}}, 4)
 	if err := s.Tracker().Wait(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +180,8 @@ func TestTrackerWakesEachWaiterAtItsRevision(t *testing.T) {
 // is moved to its revision without a message, but never past a batch it was
 // sent and has not applied: the visible revision waits for that batch.
 func TestSkippedBatchWaitsForPendingApply(t *testing.T) {
-	s := NewSet([][]byte{[]byte("g")})
+	vals := mvcc.NewMemValues()
+	s := NewSet([][]byte{[]byte("g")}, vals)
 	tr := s.Tracker()
 	low, high := s.shards[0], s.shards[1]
 
@@ -183,7 +194,9 @@ func TestSkippedBatchWaitsForPendingApply(t *testing.T) {
 	if got := tr.Visible(); got != 1 {
 		t.Fatalf("visible %d while batch 2 is not applied, want 1", got)
 	}
-	low.apply(&Apply{Revisions: []journal.Record{{Revision: 2, Events: []*mvccpb.Event{putEv("a", "1", 2)}}}, LastRev: 2})
+	rec := journal.Record{Revision: 2, Events: []*mvccpb.Event{putEv("a", "1", 2)}}
+	vals.Apply(rec.Events)
+	low.apply(&Apply{Revisions: []journal.Record{rec}, LastRev: 2})
 	if got := tr.Visible(); got != 3 {
 		t.Fatalf("visible %d after batch 2 was applied, want 3 (batch 3 was skipped meanwhile)", got)
 	}
@@ -208,7 +221,8 @@ func TestSkippedBatchWaitsForPendingApply(t *testing.T) {
 func TestWriterNeverWaitsForAReader(t *testing.T) {
 	sys := system.New(nil)
 	defer sys.Shutdown()
-	s := NewSet([][]byte{[]byte("g")})
+	vals := mvcc.NewMemValues()
+	s := NewSet([][]byte{[]byte("g")}, vals)
 	s.Start(sys)
 	defer s.Stop()
 
@@ -216,8 +230,8 @@ func TestWriterNeverWaitsForAReader(t *testing.T) {
 	held.mu.RLock()
 	dispatched := make(chan struct{})
 	go func() {
-		s.Dispatch([]journal.Record{{Revision: 2, Events: []*mvccpb.Event{putEv("a", "1", 2)}}}, 2)
-		s.Dispatch([]journal.Record{{Revision: 3, Events: []*mvccpb.Event{putEv("h", "1", 3)}}}, 3)
+		dispatchT(s, vals, []journal.Record{{Revision: 2, Events: []*mvccpb.Event{putEv("a", "1", 2)}}}, 2)
+		dispatchT(s, vals, []journal.Record{{Revision: 3, Events: []*mvccpb.Event{putEv("h", "1", 3)}}}, 3)
 		close(dispatched)
 	}()
 	select {

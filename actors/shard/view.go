@@ -8,6 +8,10 @@ import (
 
 // View is a consistent read view across all shards at one revision that all
 // of them have applied. It implements etcdkv.ReadView.
+//
+// A read walks each shard's index under its read lock, then, with no lock
+// held, reads the values of what it found from the set's Values (the
+// journal) in one call: a slow disk holds up the read, never a shard.
 type View struct {
 	set        *Set
 	rev        int64
@@ -31,24 +35,51 @@ func (v *View) checkRev(rev int64) (int64, error) { return mvcc.CheckRev(rev, v.
 
 // Range reads the range at rev from every shard it touches, in key order.
 func (v *View) Range(key, end []byte, rev, limit int64) ([]*mvccpb.KeyValue, int64, error) {
+	ents, total, err := v.entries(key, end, rev, limit)
+	if err != nil {
+		return nil, 0, err
+	}
+	kvs, err := mvcc.Resolve(v.set.values, ents)
+	if err != nil {
+		return nil, 0, err
+	}
+	return kvs, total, nil
+}
+
+// RangeKeys is Range without values and leases, from the indexes alone.
+func (v *View) RangeKeys(key, end []byte, rev, limit int64) ([]*mvccpb.KeyValue, int64, error) {
+	ents, total, err := v.entries(key, end, rev, limit)
+	if err != nil {
+		return nil, 0, err
+	}
+	kvs := make([]*mvccpb.KeyValue, len(ents))
+	for i, e := range ents {
+		kvs[i] = e.KeyOnly()
+	}
+	return kvs, total, nil
+}
+
+// entries reads the range's index entries at rev from every shard it
+// touches, in key order.
+func (v *View) entries(key, end []byte, rev, limit int64) ([]mvcc.Entry, int64, error) {
 	rev, err := v.checkRev(rev)
 	if err != nil {
 		return nil, 0, err
 	}
 	first, last := v.set.span(key, end)
-	var all []*mvccpb.KeyValue
+	var all []mvcc.Entry
 	var total int64
 	for i := first; i <= last; i++ {
-		var kvs []*mvccpb.KeyValue
+		var ents []mvcc.Entry
 		var n int64
-		v.set.shards[i].read(func(st *mvcc.Store) { kvs, n, err = st.Range(key, end, rev, limit) })
+		v.set.shards[i].read(func(x *mvcc.Index) { ents, n, err = x.Range(key, end, rev, limit) })
 		if err != nil {
 			return nil, 0, err
 		}
 		if all == nil {
-			all = kvs
+			all = ents
 		} else {
-			all = append(all, kvs...)
+			all = append(all, ents...)
 		}
 		total += n
 	}
@@ -68,7 +99,7 @@ func (v *View) Count(key, end []byte, rev int64) (int64, error) {
 	var total int64
 	for i := first; i <= last; i++ {
 		var n int64
-		v.set.shards[i].read(func(st *mvcc.Store) { n, err = st.Count(key, end, rev) })
+		v.set.shards[i].read(func(x *mvcc.Index) { n, err = x.Count(key, end, rev) })
 		if err != nil {
 			return 0, err
 		}

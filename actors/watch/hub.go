@@ -278,7 +278,7 @@ func (h *Hub) onCommit(c *Commit) {
 				return
 			}
 		}
-		h.deliverLive(rec, false)
+		h.deliverLive(rec)
 		h.rev = rec.Revision
 	}
 	if c.FillTo > h.rev && !h.fillGap(c.FillTo) {
@@ -297,28 +297,30 @@ func (h *Hub) fillGap(to int64) bool {
 			h.log.Error("watch: reading the journal to fill a feed gap", "from", h.rev+1, "to", to, "err", err)
 			return false
 		}
-		h.deliverLive(&rec, true)
+		h.deliverLive(&rec)
 		h.rev = rec.Revision
 	}
 	return h.rev == to
 }
 
 // deliverLive sends one revision's events to the synced watchers they match:
-// one response per watcher, the events in operation order. Events from the
-// feed carry prev_kv; those read back from the journal (fromJournal) do not,
-// and it is looked up for the watchers that want it, as for a feed event
-// that lacks it.
-func (h *Hub) deliverLive(rec *journal.Record, fromJournal bool) {
+// one response per watcher, the events in operation order. An event may
+// carry prev_kv (a test's feed) or not (the sequencer's, and those read
+// back from the journal): then it is looked up for the watchers that want
+// it, once per event, at the revision before, as etcd's watch streams read
+// it.
+func (h *Hub) deliverLive(rec *journal.Record) {
 	if h.synced.len() == 0 {
 		return
 	}
 	// Each matching watcher collects its events in its own scratch slice
-	// (no map per revision), and the events without prev_kv are made once
-	// per revision, not once per watcher: with many watchers on a key this
-	// is most of the hub's allocation, and so of its GC.
+	// (no map per revision), and the events without prev_kv (or with it
+	// looked up) are made once per revision, not once per watcher: with
+	// many watchers on a key this is most of the hub's allocation, and so
+	// of its GC.
 	order := h.order[:0]
 	for _, ev := range rec.Events {
-		var bare *mvccpb.Event
+		var bare, withPrev *mvccpb.Event
 		h.synced.match(ev.Kv.Key, func(w *watcher) {
 			if w.next > rec.Revision || !w.wants(ev) {
 				return
@@ -327,12 +329,13 @@ func (h *Hub) deliverLive(rec *journal.Record, fromJournal bool) {
 				order = append(order, w)
 			}
 			switch {
-			case fromJournal || (w.prevKV && ev.PrevKv == nil):
-				// A member's feed carries prev_kv, but one that lost its
-				// leadership may not have known it (see sequencer.Follow).
-				w.scratch = append(w.scratch, h.withPrev(w, ev, rec.Revision))
-			case w.prevKV || ev.PrevKv == nil:
+			case w.prevKV == (ev.PrevKv != nil):
 				w.scratch = append(w.scratch, ev)
+			case w.prevKV:
+				if withPrev == nil {
+					withPrev = h.withPrev(w, ev, rec.Revision)
+				}
+				w.scratch = append(w.scratch, withPrev)
 			default:
 				if bare == nil {
 					bare = &mvccpb.Event{Type: ev.Type, Kv: ev.Kv}

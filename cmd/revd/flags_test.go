@@ -271,3 +271,24 @@ func TestEtcdSelectiveFlags(t *testing.T) {
 		t.Errorf("--version: %v", err)
 	}
 }
+
+// TestCacheSize: --cache-size takes bytes, with or without a unit; its
+// default is the server's.
+func TestCacheSize(t *testing.T) {
+	if cfg := mustParse(t, nil, nil); cfg.cacheBytes != 128<<20 {
+		t.Errorf("default %d", cfg.cacheBytes)
+	}
+	for arg, want := range map[string]int64{"1048576": 1 << 20, "256MiB": 256 << 20, "1GiB": 1 << 30, "2GB": 2e9, "64 KiB": 64 << 10} {
+		if cfg := mustParse(t, []string{"--cache-size=" + arg}, nil); cfg.cacheBytes != want {
+			t.Errorf("--cache-size=%s: %d, want %d", arg, cfg.cacheBytes, want)
+		}
+	}
+	if cfg := mustParse(t, nil, []string{"ETCD_CACHE_SIZE=32MiB"}); cfg.cacheBytes != 32<<20 {
+		t.Errorf("ETCD_CACHE_SIZE=32MiB: %d", cfg.cacheBytes)
+	}
+	for _, bad := range []string{"lots", "-1", "12XB", "1.5GiB"} {
+		if _, err := parse(t, []string{"--cache-size=" + bad}, nil); err == nil {
+			t.Errorf("--cache-size=%s was taken", bad)
+		}
+	}
+}

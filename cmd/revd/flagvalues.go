@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -28,6 +29,41 @@ func (f uint32Flag) Set(s string) error {
 		return err
 	}
 	*f.p = uint32(v)
+	return nil
+}
+
+// byteSizeFlag is a size in bytes: a plain number, or one with a unit
+// (KiB, MiB, GiB, TiB: powers of 1024; KB, MB, GB, TB: powers of 1000).
+type byteSizeFlag struct{ p *int64 }
+
+func (f byteSizeFlag) String() string {
+	if f.p == nil {
+		return "0"
+	}
+	return strconv.FormatInt(*f.p, 10)
+}
+
+var byteUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1},
+}
+
+func (f byteSizeFlag) Set(s string) error {
+	num, mult := strings.TrimSpace(s), int64(1)
+	for _, u := range byteUnits {
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || v < 0 || (mult > 1 && v > (1<<62)/mult) {
+		return fmt.Errorf("%q is not a size in bytes (such as 268435456, 256MiB or 1GiB)", s)
+	}
+	*f.p = v * mult
 	return nil
 }
 

@@ -79,6 +79,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		QuotaBackendBytes: quota, GRPC: rpcStats})
 	srv, err := server.New(server.Options{
 		QuotaBackendBytes:     quota,
+		CacheBytes:            cfg.cacheBytes,
 		MaxTxnOps:             cfg.maxTxnOps,
 		AuthToken:             cfg.authToken,
 		AuthTokenTTL:          time.Duration(cfg.authTokenTTL) * time.Second,

@@ -39,8 +39,10 @@ import (
 //   - before that, the writer may simply be behind (thousands of handlers
 //     keep it from the CPU): at most MaxUnsentBytes of unary answers wait
 //     for it, counted from the answers' sizes against the DATA frames it
-//     writes (reserve); further answers wait before they are encoded, and
-//     the reader waits a little (pacing) before it starts another call.
+//     writes (reserve), a call running counting as much as the
+//     connection's last answer; further calls wait before they run and
+//     answers before they are encoded, and the reader waits a little
+//     (pacing) before it starts another call.
 //
 // A client that reads, however slowly, only has its calls wait a moment;
 // every gRPC client reads on a goroutine (or event loop) of its own, so
@@ -97,6 +99,9 @@ type connState struct {
 	// sent the bytes of the DATA frames written: their difference is
 	// about what waits in grpc-go for the writer.
 	queued, sent atomic.Int64
+	// lastAnswer is the size of the last unary answer reserved: what a
+	// call reserves before it runs.
+	lastAnswer atomic.Int64
 	// calls counts the calls inside the interceptors (running, or
 	// waiting there); open holds the streams the client opened that the
 	// server has not ended, nor either side reset, on the wire (see
@@ -353,19 +358,48 @@ func (g *guard) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, han
 	if err := g.admit(ctx, st); err != nil {
 		return nil, err
 	}
-	resp, err := handler(ctx, req)
-	// The answer is encoded once returned: not while the connection is
-	// stalled or has MaxUnsentBytes waiting for its writer (revd's answers
-	// refer to the values they hold, where their encoding copies them),
-	// nor at all if the call was reset (or timed out) meanwhile, since
-	// nobody would read it.
-	if aerr := g.admit(ctx, st); aerr != nil {
-		return nil, aerr
-	}
-	if m, ok := resp.(proto.Message); ok && err == nil && st != nil && !compressed(ctx) {
-		if err := g.reserve(ctx, st, int64(proto.Size(m))+5); err != nil {
+	// Nor does a call run while MaxUnsentBytes of answers wait for the
+	// writer, counting the calls running as answers queued: an answer owns
+	// its values (read from the journal) until it is encoded, so a client
+	// that never reads would otherwise have as many values in memory as it
+	// has calls running. A call reserves, before it runs, the size of the
+	// connection's last answer (its estimate), and settles the difference
+	// once its own is known.
+	var est int64
+	if st != nil {
+		est = st.lastAnswer.Load()
+		if err := g.reserve(ctx, st, est); err != nil {
 			return nil, err
 		}
+	}
+	resp, err := handler(ctx, req)
+	// The answer is encoded once returned: not while the connection is
+	// stalled or has MaxUnsentBytes waiting for its writer (the encoding
+	// is a second copy of the values), nor at all if the call was reset
+	// (or timed out) meanwhile, since nobody would read it.
+	if aerr := g.admit(ctx, st); aerr != nil {
+		if st != nil {
+			st.queued.Add(-est)
+		}
+		return nil, aerr
+	}
+	if st == nil {
+		return resp, err
+	}
+	m, ok := resp.(proto.Message)
+	if !ok || err != nil || compressed(ctx) {
+		st.queued.Add(-est)
+		return resp, err
+	}
+	size := int64(proto.Size(m)) + 5
+	st.lastAnswer.Store(size)
+	if size <= est {
+		st.queued.Add(size - est)
+		return resp, nil
+	}
+	if err := g.reserve(ctx, st, size-est); err != nil {
+		st.queued.Add(-est)
+		return nil, err
 	}
 	return resp, err
 }
@@ -379,7 +413,7 @@ func compressed(ctx context.Context) bool {
 
 // reserve counts an answer of size bytes (its gRPC message) as queued for
 // the connection's writer, once fewer than maxUnsent are: an answer larger
-// than that goes alone. What the writer sent is counted from the DATA
+// than that goes alone. With size 0 it only waits until fewer are. What the writer sent is counted from the DATA
 // frames it writes, which carry the streams' messages too (never
 // reserved) and compressed answers (not reserved either): a count that
 // runs ahead of the reservations is taken as nothing queued. A count that
@@ -394,7 +428,7 @@ func (g *guard) reserve(ctx context.Context, st *connState, size int64) error {
 			continue
 		}
 		if q-s <= g.maxUnsent {
-			if st.queued.CompareAndSwap(q, q+size) {
+			if size == 0 || st.queued.CompareAndSwap(q, q+size) {
 				return nil
 			}
 			continue

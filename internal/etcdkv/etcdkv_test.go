@@ -71,8 +71,8 @@ func TestCheckTxnDuplicateKeys(t *testing.T) {
 }
 
 // store: a=1 (rev 2), b=22 (rev 3), c=3 (rev 4), b=2 (rev 5)
-func store(t *testing.T) *mvcc.Store {
-	st := mvcc.NewStore()
+func store(t *testing.T) *mvcc.Overlay {
+	st := mvcc.NewMemory()
 	for _, kv := range [][2]string{{"a", "1"}, {"b", "22"}, {"c", "3"}, {"b", "2"}} {
 		tw := NewStoreTxn(st)
 		if _, err := Put(tw, &pb.PutRequest{Key: []byte(kv[0]), Value: []byte(kv[1])}, nil); err != nil {
@@ -142,7 +142,7 @@ func (l oneLease) Exists(id int64) bool { return id == int64(l) }
 // TestKeysOnlyLease: etcd answers keys_only from its index, which has no
 // leases, unless the range sorts by value.
 func TestKeysOnlyLease(t *testing.T) {
-	st := mvcc.NewStore()
+	st := mvcc.NewMemory()
 	if _, err := Put(NewStoreTxn(st), &pb.PutRequest{Key: []byte("k"), Value: []byte("v"), Lease: 7}, oneLease(7)); err != nil {
 		t.Fatal(err)
 	}

@@ -27,9 +27,13 @@ func Range(v ReadView, r *pb.RangeRequest) (*pb.RangeResponse, error) {
 	var kvs []*mvccpb.KeyValue
 	var count int64
 	var err error
-	if r.CountOnly {
+	switch {
+	case r.CountOnly:
 		count, err = v.Count(r.Key, end, r.Revision)
-	} else {
+	case r.KeysOnly && r.SortTarget != pb.RangeRequest_VALUE:
+		// Everything keyOnly keeps is in the index.
+		kvs, count, err = v.RangeKeys(r.Key, end, r.Revision, limit)
+	default:
 		kvs, count, err = v.Range(r.Key, end, r.Revision, limit)
 	}
 	if err != nil {

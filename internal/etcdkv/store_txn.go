@@ -6,19 +6,23 @@ import (
 	"revd/projections/mvcc"
 )
 
-// StoreTxn is a WriteView over an mvcc.Store: every write goes straight into
-// the store at the revision after the one the transaction began at, and the
-// changes are collected as the events of that revision, in the order they
-// were made. The store's revision moves on at the first write, so reads
-// within the transaction see its earlier writes.
+// StoreTxn is a WriteView over the sequencer's mvcc.Overlay: every write
+// goes straight into the store at the revision after the one the
+// transaction began at, and the changes are collected as the events of that
+// revision, in the order they were made. The store's revision moves on at
+// the first write, so reads within the transaction see its earlier writes.
+//
+// A write reads what the index knows of the key (its create revision and
+// version), never its value: the events carry no PrevKv (watchers that ask
+// for prev_kv read it at the revision before, as etcd's do).
 type StoreTxn struct {
-	st      *mvcc.Store
+	st      *mvcc.Overlay
 	begin   int64
 	changes []*mvccpb.Event
 }
 
 // NewStoreTxn begins a write transaction on st.
-func NewStoreTxn(st *mvcc.Store) *StoreTxn {
+func NewStoreTxn(st *mvcc.Overlay) *StoreTxn {
 	return &StoreTxn{st: st, begin: st.Rev()}
 }
 
@@ -39,6 +43,11 @@ func (t *StoreTxn) Range(key, end []byte, rev, limit int64) ([]*mvccpb.KeyValue,
 	return t.st.Range(key, end, rev, limit)
 }
 
+// RangeKeys reads the store's index.
+func (t *StoreTxn) RangeKeys(key, end []byte, rev, limit int64) ([]*mvccpb.KeyValue, int64, error) {
+	return t.st.RangeKeys(key, end, rev, limit)
+}
+
 // Count counts in the store.
 func (t *StoreTxn) Count(key, end []byte, rev int64) (int64, error) {
 	return t.st.Count(key, end, rev)
@@ -49,35 +58,25 @@ func (t *StoreTxn) Count(key, end []byte, rev int64) (int64, error) {
 func (t *StoreTxn) Put(key, value []byte, lease int64) int64 {
 	rev := t.begin + 1
 	create, ver := rev, int64(1)
-	prev := t.st.Get(key)
-	if prev != nil {
-		create, ver = prev.CreateRevision, prev.Version+1
+	if prev := t.st.Latest(key); prev.Rev != 0 {
+		create, ver = prev.Created, prev.Version+1
 	}
 	kv := &mvccpb.KeyValue{Key: key, Value: value, CreateRevision: create, ModRevision: rev, Version: ver, Lease: lease}
 	t.st.Put(kv)
-	t.changes = append(t.changes, &mvccpb.Event{Type: mvccpb.Event_PUT, Kv: kv, PrevKv: prev})
+	t.changes = append(t.changes, &mvccpb.Event{Type: mvccpb.Event_PUT, Kv: kv})
 	return rev
 }
 
 // DeleteRange tombstones the keys alive in the range.
 func (t *StoreTxn) DeleteRange(key, end []byte) (int64, int64) {
-	kvs, _, err := t.st.Range(key, end, 0, 0)
+	kvs, _, err := t.st.RangeKeys(key, end, 0, 0)
 	if err != nil {
 		panic("etcdkv: reading the current revision failed: " + err.Error())
 	}
 	rev := t.begin + 1
 	for _, kv := range kvs {
-		prev := kv
-		if kv.ModRevision > t.begin {
-			// Put earlier in this transaction: a watcher's prev_kv is the
-			// value before the transaction, as etcd reads it at rev-1.
-			prev = nil
-			if before, _, err := t.st.Range(kv.Key, nil, t.begin, 0); err == nil && len(before) > 0 {
-				prev = before[0]
-			}
-		}
 		t.st.Tombstone(kv.Key, rev)
-		t.changes = append(t.changes, &mvccpb.Event{Type: mvccpb.Event_DELETE, Kv: &mvccpb.KeyValue{Key: kv.Key, ModRevision: rev}, PrevKv: prev})
+		t.changes = append(t.changes, &mvccpb.Event{Type: mvccpb.Event_DELETE, Kv: &mvccpb.KeyValue{Key: kv.Key, ModRevision: rev}})
 	}
 	return int64(len(kvs)), t.Rev()
 }
@@ -85,7 +84,6 @@ func (t *StoreTxn) DeleteRange(key, end []byte) (int64, int64) {
 // Changed reports whether the transaction wrote anything.
 func (t *StoreTxn) Changed() bool { return len(t.changes) > 0 }
 
-// Events are the changes made, in order: the events of revision Rev(). Each
-// carries the key's previous pair in PrevKv (nil if it did not exist), for
-// watchers that ask for prev_kv; the journal does not store it.
+// Events are the changes made, in order: the events of revision Rev().
+// They carry no PrevKv (see StoreTxn).
 func (t *StoreTxn) Events() []*mvccpb.Event { return t.changes }

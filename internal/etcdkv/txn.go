@@ -88,9 +88,14 @@ func applyCompares(v ReadView, cmps []*pb.Compare) bool {
 
 // applyCompare: a compare with range_end must hold for every key in the
 // range; with no key at all, VALUE fails and the other targets compare
-// against zero.
+// against zero. Only VALUE and LEASE compares read the pairs' values; the
+// others compare what the index knows.
 func applyCompare(v ReadView, c *pb.Compare) bool {
-	kvs, _, err := v.Range(c.Key, mkGteRange(c.RangeEnd), 0, 0)
+	read := v.RangeKeys
+	if c.Target == pb.Compare_VALUE || c.Target == pb.Compare_LEASE {
+		read = v.Range
+	}
+	kvs, _, err := read(c.Key, mkGteRange(c.RangeEnd), 0, 0)
 	if err != nil {
 		return false
 	}
@@ -202,11 +207,11 @@ func checkPut(v ReadView, p *pb.PutRequest, leases Leases) error {
 		return errLeaseNotFound
 	}
 	if p.IgnoreValue || p.IgnoreLease {
-		kvs, _, err := v.Range(p.Key, nil, 0, 0)
+		n, err := v.Count(p.Key, nil, 0)
 		if err != nil {
 			return ToGRPC(err)
 		}
-		if len(kvs) == 0 {
+		if n == 0 {
 			return ErrKeyNotFound
 		}
 	}

@@ -14,6 +14,10 @@ type ReadView interface {
 	// limit of them (0: all), and how many there are in all. end follows the
 	// mvcc convention (nil: the single key; empty: from key on).
 	Range(key, end []byte, rev, limit int64) ([]*mvccpb.KeyValue, int64, error)
+	// RangeKeys is Range without values and leases: each pair holds its
+	// key, create and mod revisions and version only (mvcc.Entry.KeyOnly),
+	// as etcd's index knows them, so the view need not read any value.
+	RangeKeys(key, end []byte, rev, limit int64) ([]*mvccpb.KeyValue, int64, error)
 	// Count is Range's count alone.
 	Count(key, end []byte, rev int64) (int64, error)
 }

@@ -57,11 +57,11 @@ func TestGrantChecksInEtcdOrder(t *testing.T) {
 // one StoreTxn per request, its events applied to the index.
 type kv struct {
 	t  *testing.T
-	st *mvcc.Store
+	st *mvcc.Overlay
 	x  *lease.Index
 }
 
-func newKV(t *testing.T) *kv { return &kv{t: t, st: mvcc.NewStore(), x: lease.NewIndex(0)} }
+func newKV(t *testing.T) *kv { return &kv{t: t, st: mvcc.NewMemory(), x: lease.NewIndex(0)} }
 
 func (k *kv) put(key string, id int64, opts ...func(*pb.PutRequest)) error {
 	r := &pb.PutRequest{Key: []byte(key), Value: []byte("v"), Lease: id}

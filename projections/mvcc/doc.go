@@ -1,24 +1,52 @@
 // Package mvcc is revd's multi-version key index: the projection that the
-// key-shard actors build from the journal and that the sequencer evaluates
-// commands against.
+// key-shard actors build from the journal, and the store the sequencer
+// evaluates commands against.
 //
-// A Store maps each key to its keyIndex: the key's generations of revisions,
-// each generation ended by a tombstone (see keyIndex). Every revision entry
-// points at the immutable key-value pair written there, so a point-in-time
-// read at revision r walks the tree in key order and picks, per key, the
-// newest entry at or below r.
+// # Keys on the heap, values in the journal
+//
+// An Index maps each key to its keyIndex: the key's generations of
+// revisions, each generation ended by a tombstone (see keyIndex), with the
+// create revision and version of each put, as etcd's treeIndex keeps them.
+// It holds no values. The journal holds every put's pair already (the
+// record of its revision, or the base snapshot once compaction folded the
+// record), so a read walks the index for the entries it needs (Entry: a
+// key and the revision of the put that wrote its value then) and fetches
+// their pairs through Values, which revd's server reads from the journal
+// through Pebble's block cache. The write path writes nothing more than it
+// did: the record is the value store. A read of many keys fetches their
+// values in one call, which reads the records in revision order (see the
+// journal's Pairs). Reads that need no value (a count, a keys-only range,
+// a Txn compare on a version or revision) stay in the index.
+//
+// So the Go heap holds the keys and their revisions, a few tens of bytes a
+// key beyond the key itself, and what is in flight; the values' memory is
+// the block cache's, whose size is a setting.
+//
+// # One index, and the sequencer's overlay
+//
+// The key-shard actors each keep an Index of their key range, applied from
+// durable batches; readers read them under each shard's read lock. The
+// sequencer does not keep an index of its own: it decides against an
+// Overlay, the revisions it decided (or followed) lately, kept in memory
+// with their pairs until every shard has applied them, over the shards'
+// indexes (its Base), which hold the rest. A read of the Overlay at
+// revision r takes, per key, the newest pending change at or below r, and
+// the Base's entry where there is none; the Base may have applied more
+// than the Overlay's floor, and any such change is pending too, the same.
+// A leader that decided revisions that are then lost to a leader change
+// drops its Overlay and makes a new one over the same shards at the applied
+// revision: nothing to undo in the shared index, which only ever holds
+// what was applied.
 //
 // Revisions follow etcd: a fresh store is at revision 1; each write request
 // that changes anything creates exactly one new revision, shared by all its
 // changes. Compaction at c keeps what a read at c or later can see and
-// forgets the rest; reads below c fail with ErrCompacted.
-//
-// With a Loader (SetLoader), a Store keeps only each key's current pair in
-// memory: a pair that is overwritten or deleted is marked spilled, and a
-// read of an older revision fetches it through the Loader (revd's loader
-// reads the journal). Without one, every pair stays in memory.
+// forgets the rest; reads below c fail with ErrCompacted. A shard compacts
+// its index a chunk of keys at a time (CompactSome), letting readers in
+// between.
 //
 // The package is pure: no goroutines, no locks, no I/O of its own. Callers own
-// concurrency (the key-shard actor guards its Store with a RWMutex so that
-// reads never queue behind the actor's mailbox).
+// concurrency (the key-shard actor guards its Index with a RWMutex so that
+// reads never queue behind the actor's mailbox; an Overlay is its
+// sequencer's alone) and the I/O (Values, and the Base's waiting).
 package mvcc

@@ -1,17 +1,11 @@
 package mvcc
 
-import (
-	"go.etcd.io/etcd/api/v3/mvccpb"
-)
-
-// keyIndex is the history of one key: a list of generations. A generation is
-// the life of the key from its creation (the first put after it did not
-// exist) to its deletion (a tombstone). The last generation is the current
-// one; it is empty when the key does not exist now.
-//
-// Each revision's pair is held in memory or, in a store with a loader, only
-// the current one is and the others are read back from the journal (see
-// generation).
+// keyIndex is the history of one key: a list of generations, as etcd's
+// keyIndex. A generation is the life of the key from its creation (the
+// first put after it did not exist) to its deletion (a tombstone). The last
+// generation is the current one; it is empty when the key does not exist
+// now. The index holds revisions only: the pair each put wrote is read from
+// the journal when asked for (see Values).
 //
 // Example: the key "foo" is put at revisions 1, 2 and 3, deleted at 4, put at
 // 5 and 6, deleted at 7, and put at 8:
@@ -25,6 +19,10 @@ import (
 //	at 3 -> the put of 3       at 4 -> absent (4 is the tombstone)
 //	at 6 -> the put of 6       at 7 -> absent
 //	at 8 -> the put of 8       below 1 -> absent
+//
+// A put's version is its position in its generation (1 for the put that
+// created the key), and its create revision the generation's first put: the
+// put of 6 has version 2 and create revision 5.
 //
 // Compaction at revision c keeps, for the generation that c falls in, the
 // largest revision <= c (the value a read at c returns) and everything after
@@ -41,180 +39,171 @@ import (
 // When the only thing left is an empty current generation (the key was
 // deleted at or before c and not put again), the whole keyIndex is removed
 // from the tree.
+//
+// # Memory
+//
+// Most keys of a large store have a history of one put (or one put left by
+// compaction): a keyIndex keeps the current generation's last put, its
+// create revision and version inline, and everything else (the current
+// generation's earlier revisions, the ended generations) behind one pointer
+// that is nil for such keys. A key then costs its bytes and one 48-byte
+// object, plus its slot in the tree; the revisions are plain integers, with
+// no pointers for the garbage collector to follow.
 type keyIndex struct {
-	key         []byte
-	generations []generation
+	key string
+	// rev is the last put of the current generation, 0 if the current
+	// generation is empty; created is that generation's create revision
+	// and ver the version of its last put.
+	rev, created, ver int64
+	hist              *history
 }
 
-// generation is one life of a key. revs is in increasing revision order; if
-// the generation is not the last one of its keyIndex, its last revision is
-// the tombstone that ended it.
-//
-// The revisions are a slice of plain integers, apart from the pairs: a
-// key's history costs 8 bytes a revision, and the garbage collector has no
-// pointers to follow in it. The pairs are kept in one of two ways:
-//
-//   - without a loader (Store.SetLoader), kvs holds the pair of every
-//     revision in revs (nil for the tombstone);
-//   - with one, kvs is nil and only head is kept: the pair of the last put
-//     of the current generation. Every other pair is spilled, and read
-//     back through the loader.
+// history is a keyIndex's past beyond its last put.
+type history struct {
+	// revs are the current generation's puts before keyIndex.rev, oldest
+	// first.
+	revs []int64
+	// ended are the generations that ended with a tombstone, oldest first.
+	ended []generation
+}
+
+// generation is an ended life of a key: revs in increasing order, the last
+// one the tombstone that ended it, the others puts; ver is the version of
+// the last put, created the generation's create revision (which compaction
+// may have dropped from revs).
 type generation struct {
-	ver     int64 // puts in this generation
-	created int64 // revision of the first put
-	revs    []int64
-	kvs     []*mvccpb.KeyValue
-	head    *mvccpb.KeyValue
+	created, ver int64
+	revs         []int64
 }
 
-// entry is one change of a key as a lookup returns it: the pair written at
-// rev, nil for "absent", or the marker spilled for a pair the store no
-// longer holds in memory.
+// version of the put revs[i] of g, whose last put is revs[len-2].
+func (g *generation) version(i int) int64 { return g.ver - int64(len(g.revs)-2-i) }
+
+// entry is a key's state at some revision as a lookup returns it: the put
+// that wrote the value (rev 0: the key did not exist).
 type entry struct {
-	rev int64
-	kv  *mvccpb.KeyValue
+	rev, created, ver int64
 }
 
-// spilled marks an entry whose pair must be loaded from the journal.
-var spilled = &mvccpb.KeyValue{}
-
-func newKeyIndex(key []byte) *keyIndex {
-	return &keyIndex{key: key, generations: []generation{{}}}
-}
-
-func (g *generation) isEmpty() bool { return len(g.revs) == 0 }
-
-// pair is the pair of revs[i], or spilled.
-func (g *generation) pair(i int) *mvccpb.KeyValue {
-	if g.kvs != nil {
-		return g.kvs[i]
-	}
-	if i == len(g.revs)-1 && g.head != nil {
-		return g.head
-	}
-	return spilled
-}
-
-// add appends a change at rev whose pair is kv (nil for a tombstone). With
-// spill, every pair but kv leaves memory.
-func (g *generation) add(rev int64, kv *mvccpb.KeyValue, spill bool) {
-	if spill {
-		g.kvs, g.head = nil, kv
-	} else {
-		if g.kvs == nil && len(g.revs) > 0 {
-			// Earlier changes were added with spill: their pairs stay
-			// spilled.
-			kvs := make([]*mvccpb.KeyValue, len(g.revs), len(g.revs)+1)
-			for i := range kvs {
-				kvs[i] = g.pair(i)
-			}
-			g.kvs = kvs
+// put records a put at rev (not below any revision the key has) whose pair
+// has create revision created and version ver.
+func (ki *keyIndex) put(rev, created, ver int64) {
+	if ki.rev != 0 {
+		if ki.hist == nil {
+			ki.hist = &history{}
 		}
-		g.kvs, g.head = append(g.kvs, kv), nil
+		ki.hist.revs = append(ki.hist.revs, ki.rev)
+	} else {
+		ki.created = created
 	}
-	g.revs = append(g.revs, rev)
-}
-
-// put records kv, written at kv.ModRevision, in the current generation.
-// With spill, the pair it supersedes leaves memory.
-func (ki *keyIndex) put(kv *mvccpb.KeyValue, spill bool) {
-	g := &ki.generations[len(ki.generations)-1]
-	if g.isEmpty() {
-		g.created = kv.ModRevision
-	}
-	g.add(kv.ModRevision, kv, spill)
-	g.ver++
+	ki.rev, ki.ver = rev, ver
 }
 
 // tombstone ends the current generation at rev and opens a new empty one.
 // It reports false (and changes nothing) if the key does not exist now.
-// With spill, the pair it deletes leaves memory.
-func (ki *keyIndex) tombstone(rev int64, spill bool) bool {
-	g := &ki.generations[len(ki.generations)-1]
-	if g.isEmpty() {
+func (ki *keyIndex) tombstone(rev int64) bool {
+	if ki.rev == 0 {
 		return false
 	}
-	g.add(rev, nil, spill)
-	ki.generations = append(ki.generations, generation{})
+	if ki.hist == nil {
+		ki.hist = &history{}
+	}
+	h := ki.hist
+	revs := append(h.revs, ki.rev, rev)
+	h.ended = append(h.ended, generation{created: ki.created, ver: ki.ver, revs: revs})
+	h.revs = nil
+	ki.rev, ki.created, ki.ver = 0, 0, 0
 	return true
 }
 
-// latest returns the key's current value, or nil if it does not exist now.
-func (ki *keyIndex) latest() *mvccpb.KeyValue {
-	g := &ki.generations[len(ki.generations)-1]
-	if g.isEmpty() {
-		return nil
-	}
-	return g.pair(len(g.revs) - 1)
-}
+// latest is the key's current state (rev 0 if it does not exist now).
+func (ki *keyIndex) latest() entry { return entry{rev: ki.rev, created: ki.created, ver: ki.ver} }
 
-// get returns the entry holding the key's value as of revision rev (its kv
-// may be spilled), or an entry with a nil kv if it did not exist then.
+// get returns the key's state as of revision rev: the put holding its value
+// then, or an entry with rev 0 if it did not exist then.
 func (ki *keyIndex) get(rev int64) entry {
-	last := len(ki.generations) - 1
-	for gi := last; gi >= 0; gi-- {
-		g := &ki.generations[gi]
-		if g.isEmpty() {
-			continue
+	if ki.rev != 0 && ki.rev <= rev {
+		return ki.latest()
+	}
+	h := ki.hist
+	if h == nil {
+		return entry{}
+	}
+	if ki.rev != 0 {
+		// Earlier puts of the current generation; if it began after rev,
+		// the ended generations are next.
+		if i := lastAtOrBelow(h.revs, rev); i >= 0 {
+			return entry{rev: h.revs[i], created: ki.created, ver: ki.ver - int64(len(h.revs)-i)}
 		}
-		if gi != last && g.revs[len(g.revs)-1] <= rev {
+	}
+	for gi := len(h.ended) - 1; gi >= 0; gi-- {
+		g := &h.ended[gi]
+		if g.revs[len(g.revs)-1] <= rev {
 			// The generation had already ended by rev.
 			return entry{}
 		}
-		if g.revs[0] > rev {
-			continue
+		if i := lastAtOrBelow(g.revs, rev); i >= 0 {
+			return entry{rev: g.revs[i], created: g.created, ver: g.version(i)}
 		}
-		// The largest revision <= rev in this generation.
-		lo, hi := 0, len(g.revs)
-		for hi-lo > 1 {
-			mid := (lo + hi) / 2
-			if g.revs[mid] <= rev {
-				lo = mid
-			} else {
-				hi = mid
-			}
-		}
-		return entry{rev: g.revs[lo], kv: g.pair(lo)}
 	}
 	return entry{}
+}
+
+// lastAtOrBelow is the index of the largest of revs (increasing) that is
+// at most rev, or -1.
+func lastAtOrBelow(revs []int64, rev int64) int {
+	lo, hi := 0, len(revs)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if revs[mid] <= rev {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo - 1
 }
 
 // compact drops the history a read at rev or later can no longer see (see the
 // keyIndex comment). It reports whether the keyIndex is now empty and should
 // be removed.
 func (ki *keyIndex) compact(rev int64) (empty bool) {
+	h := ki.hist
+	if h == nil {
+		return ki.rev == 0
+	}
+	// Drop the ended generations a read at rev finds ended; in the first
+	// one it does not, keep the largest revision <= rev and what follows.
 	gi := 0
-	// Find the first generation that ends at or after rev (or the current one).
-	for gi < len(ki.generations)-1 {
-		g := &ki.generations[gi]
-		if g.revs[len(g.revs)-1] >= rev {
-			break
-		}
+	for gi < len(h.ended) && h.ended[gi].revs[len(h.ended[gi].revs)-1] < rev {
 		gi++
 	}
-	g := &ki.generations[gi]
-	if !g.isEmpty() {
-		// Index of the largest revision <= rev, or -1.
-		keep := -1
-		for i := len(g.revs) - 1; i >= 0; i-- {
-			if g.revs[i] <= rev {
-				keep = i
-				break
-			}
-		}
-		if keep > 0 {
+	if gi < len(h.ended) {
+		g := &h.ended[gi]
+		if keep := lastAtOrBelow(g.revs, rev); keep > 0 {
 			g.revs = append([]int64(nil), g.revs[keep:]...)
-			if g.kvs != nil {
-				g.kvs = append([]*mvccpb.KeyValue(nil), g.kvs[keep:]...)
-			}
 		}
-		if keep >= 0 && len(g.revs) == 1 && gi != len(ki.generations)-1 {
+		if len(g.revs) == 1 {
 			// Only the tombstone is left: the generation is over.
 			gi++
 		}
+	} else if ki.rev != 0 && len(h.revs) > 0 {
+		// Every ended generation is gone: compact the current one.
+		switch keep := lastAtOrBelow(h.revs, rev); {
+		case ki.rev <= rev:
+			h.revs = nil
+		case keep > 0:
+			h.revs = append([]int64(nil), h.revs[keep:]...)
+		}
 	}
 	if gi > 0 {
-		ki.generations = append([]generation(nil), ki.generations[gi:]...)
+		h.ended = append([]generation(nil), h.ended[gi:]...)
+		if len(h.ended) == 0 {
+			h.ended = nil
+		}
 	}
-	return len(ki.generations) == 1 && ki.generations[0].isEmpty()
+	if len(h.revs) == 0 && len(h.ended) == 0 {
+		ki.hist = nil
+	}
+	return ki.rev == 0 && ki.hist == nil
 }

@@ -486,9 +486,9 @@ func TestEtcdctlCluster(t *testing.T) {
 }
 
 // TestWatchSameOnEveryMember: a watch with prev_kv gets the same events on
-// every member, prev_kv included (the log does not carry it: a follower
-// sets it as it applies), for writes made through the leader and through
-// a follower.
+// every member, prev_kv included (no member's events carry it: each
+// member's watch hub reads it at the revision before), for writes made
+// through the leader and through a follower.
 func TestWatchSameOnEveryMember(t *testing.T) {
 	c := testutil.StartCluster(t, testutil.KindRevd, testutil.ClusterOptions{})
 	lead := c.Leader()

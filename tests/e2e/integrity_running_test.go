@@ -102,6 +102,23 @@ func TestRevdCorruptionWhileRunning(t *testing.T) {
 	}
 	t.Logf("%d of %d reads of older versions failed; the rest answered right", failed, len(old))
 
+	waitCorruptAlarm(ctx, t, c)
+	if _, err := c.KV.Put(ctx, &pb.PutRequest{Key: []byte("after"), Value: []byte("x")}); err == nil ||
+		err.Error() != rpctypes.ErrGRPCCorrupt.Error() {
+		t.Errorf("put under CORRUPT: %v, want %v", err, rpctypes.ErrGRPCCorrupt)
+	}
+	last := versions[len(versions)-1]
+	if resp, err := c.KV.Range(ctx, &pb.RangeRequest{Key: []byte(last.key)}); err != nil || !bytes.Equal(resp.Kvs[0].Value, last.value) {
+		t.Errorf("read of the newest version under CORRUPT: %v", err)
+	}
+	if out := p.Tail(64 << 10); !strings.Contains(out, "CORRUPT") || !strings.Contains(out, filepath.Base(bad)) {
+		t.Errorf("the log does not report the damage and the alarm:\n%s", lastLines(out, 20))
+	}
+}
+
+// waitCorruptAlarm waits until revd lists etcd's CORRUPT alarm.
+func waitCorruptAlarm(ctx context.Context, t *testing.T, c *testutil.Clients) {
+	t.Helper()
 	waitFor(t, 30*time.Second, "the CORRUPT alarm", func() bool {
 		resp, err := c.Maintenance.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_GET})
 		if err != nil {
@@ -114,17 +131,6 @@ func TestRevdCorruptionWhileRunning(t *testing.T) {
 		}
 		return false
 	})
-	if _, err := c.KV.Put(ctx, &pb.PutRequest{Key: []byte("after"), Value: []byte("x")}); err == nil ||
-		err.Error() != rpctypes.ErrGRPCCorrupt.Error() {
-		t.Errorf("put under CORRUPT: %v, want %v", err, rpctypes.ErrGRPCCorrupt)
-	}
-	last := versions[len(versions)-1]
-	if resp, err := c.KV.Range(ctx, &pb.RangeRequest{Key: []byte(last.key)}); err != nil || !bytes.Equal(resp.Kvs[0].Value, last.value) {
-		t.Errorf("read of the newest version under CORRUPT: %v", err)
-	}
-	if out := p.Tail(64 << 10); !strings.Contains(out, "CORRUPT") || !strings.Contains(out, filepath.Base(bad)) {
-		t.Errorf("the log does not report the damage and the alarm:\n%s", lastLines(out, 20))
-	}
 }
 
 // TestRevdStopsOnWALWriteFailure: a write to a log that fails (here the

@@ -239,7 +239,10 @@ func nonZeroFrom(b []byte, i int) int {
 // TestRevdRefusesDamagedDataDir: revd filled with acknowledged puts and
 // stopped, its data directory damaged in one way each time: revd either
 // refuses to start (exit status 1, naming the damaged file, and `revctl
-// journal verify` names it too), or starts with every acknowledged put.
+// journal verify` names it too), or starts with every acknowledged put,
+// or, for damage to the values, which start-up does not read (issue 27),
+// starts and fails the reads that reach it with CORRUPT, never answering
+// other data (and `revctl journal verify` names the file).
 func TestRevdRefusesDamagedDataDir(t *testing.T) {
 	if testutil.TargetKind(t, TargetEnv) != testutil.KindRevd {
 		t.Skip("revd's data directory")
@@ -257,12 +260,15 @@ func TestRevdRefusesDamagedDataDir(t *testing.T) {
 		// damage returns what revd's refusal must name; "" means revd must
 		// start with every acknowledged put.
 		damage func(t *testing.T, dir string) string
+		// onRead: the damage is to values; revd starts, and the reads
+		// that reach them fail.
+		onRead bool
 	}{
 		{"WAL: a byte flipped in the middle of its written part (issue 26)", func(t *testing.T, dir string) string {
 			w := newestFile(t, dir, "*.log")
 			editDataFile(t, w, func(b []byte) []byte { b[nonZeroFrom(b, walEnd(b)/2)] ^= 0x10; return b })
 			return filepath.Base(w)
-		}},
+		}, false},
 		{"WAL: a byte zeroed in its last record", func(t *testing.T, dir string) string {
 			w := newestFile(t, dir, "*.log")
 			editDataFile(t, w, func(b []byte) []byte {
@@ -274,65 +280,66 @@ func TestRevdRefusesDamagedDataDir(t *testing.T) {
 				return b
 			})
 			return filepath.Base(w)
-		}},
+		}, false},
 		{"WAL: cut short", func(t *testing.T, dir string) string {
 			w := newestFile(t, dir, "*.log")
 			editDataFile(t, w, func(b []byte) []byte { return b[:walEnd(b)/2+3] })
 			return filepath.Base(w)
-		}},
+		}, false},
 		{"WAL: missing", func(t *testing.T, dir string) string {
 			w := newestFile(t, dir, "*.log")
 			if err := os.Remove(w); err != nil {
 				t.Fatal(err)
 			}
 			return filepath.Base(w)
-		}},
-		{"table: a byte flipped in a data block", func(t *testing.T, dir string) string {
+		}, false},
+		{"table of records: a byte flipped in a data block", func(t *testing.T, dir string) string {
+			// The biggest table holds the records, where the values are.
 			tb := biggestFile(t, dir, "*.sst")
 			editDataFile(t, tb, func(b []byte) []byte { b[len(b)/2] ^= 0x01; return b })
-			return "file " + strings.TrimSuffix(filepath.Base(tb), ".sst")
-		}},
+			return strings.TrimSuffix(filepath.Base(tb), ".sst")
+		}, true},
 		{"table: missing", func(t *testing.T, dir string) string {
 			tb := biggestFile(t, dir, "*.sst")
 			if err := os.Remove(tb); err != nil {
 				t.Fatal(err)
 			}
 			return strings.TrimSuffix(filepath.Base(tb), ".sst")
-		}},
+		}, false},
 		{"MANIFEST: a byte flipped", func(t *testing.T, dir string) string {
 			m := newestFile(t, dir, "MANIFEST-*")
 			editDataFile(t, m, func(b []byte) []byte { b[len(b)/2] ^= 0x08; return b })
 			return filepath.Base(m)
-		}},
+		}, false},
 		{"manifest marker: missing", func(t *testing.T, dir string) string {
 			if err := os.Remove(newestFile(t, dir, "marker.manifest.*")); err != nil {
 				t.Fatal(err)
 			}
 			return "marker.manifest"
-		}},
+		}, false},
 		{"high-water mark: missing", func(t *testing.T, dir string) string {
 			if err := os.Remove(filepath.Join(dir, "revd.hwm")); err != nil {
 				t.Fatal(err)
 			}
 			return "revd.hwm"
-		}},
+		}, false},
 		{"raft log: a byte flipped in its records", func(t *testing.T, dir string) string {
 			w := newestFile(t, filepath.Join(dir, "wal"), "*.wal")
 			editDataFile(t, w, func(b []byte) []byte { b[nonZeroFrom(b, walEnd(b)/2)] ^= 0x10; return b })
 			return filepath.Base(w)
-		}},
+		}, false},
 		{"raft log: missing (a one-member cluster starts a new one from the journal)", func(t *testing.T, dir string) string {
 			if err := os.RemoveAll(filepath.Join(dir, "wal")); err != nil {
 				t.Fatal(err)
 			}
 			return ""
-		}},
+		}, false},
 		{"OPTIONS: missing (Pebble rewrites it)", func(t *testing.T, dir string) string {
 			if err := os.Remove(newestFile(t, dir, "OPTIONS-*")); err != nil {
 				t.Fatal(err)
 			}
 			return ""
-		}},
+		}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -341,6 +348,17 @@ func TestRevdRefusesDamagedDataDir(t *testing.T) {
 			if name == "" {
 				q := testutil.StartRevd(t, testutil.Options{DataDir: dir})
 				checkPuts(t, q.Dial(t), acked)
+				return
+			}
+			if tt.onRead {
+				q := testutil.StartRevd(t, testutil.Options{DataDir: dir})
+				readsFailOnDamage(t, q, acked, name)
+				if err := q.Stop(); err != nil {
+					t.Fatal(err)
+				}
+				if out, code := revctl(t, "journal", "verify", "--data-dir", dir); code != 1 || !strings.Contains(out, name) {
+					t.Errorf("revctl journal verify: exit %d, want 1 naming %s:\n%s", code, name, out)
+				}
 				return
 			}
 			code, stderr := runRevdOn(t, dir)
@@ -356,6 +374,39 @@ func TestRevdRefusesDamagedDataDir(t *testing.T) {
 				salvage(t, dir, acked)
 			}
 		})
+	}
+}
+
+// readsFailOnDamage reads every acknowledged put of a revd whose values
+// are damaged in table file (its number): each read answers the put as
+// acknowledged or fails saying the data is corrupt, at least one fails, and
+// revd then raises the CORRUPT alarm and logs the file.
+func readsFailOnDamage(t *testing.T, p *testutil.Proc, acked map[string]ackedPut, file string) {
+	t.Helper()
+	c := p.Dial(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	failed := 0
+	for k, a := range acked {
+		resp, err := c.KV.Range(ctx, &pb.RangeRequest{Key: []byte(k)})
+		if err != nil {
+			if !strings.Contains(err.Error(), "corrupt") {
+				t.Fatalf("read of %s: %v, want an error saying the data is corrupt", k, err)
+			}
+			failed++
+			continue
+		}
+		if len(resp.Kvs) != 1 || !bytes.Equal(resp.Kvs[0].Value, a.value) || resp.Kvs[0].ModRevision != a.rev {
+			t.Fatalf("read of %s answered other data than its acknowledged put at revision %d", k, a.rev)
+		}
+	}
+	if failed == 0 {
+		t.Fatalf("no read of the %d acknowledged puts reached the damage", len(acked))
+	}
+	t.Logf("%d of %d reads failed; the rest answered right", failed, len(acked))
+	waitCorruptAlarm(ctx, t, c)
+	if out := p.Tail(64 << 10); !strings.Contains(out, file) {
+		t.Errorf("the log does not name the damaged table %s:\n%s", file, lastLines(out, 20))
 	}
 }
 

@@ -28,6 +28,8 @@ type Config struct {
 	LogPath string
 	// Pprof serves revd's net/http/pprof on a free port (Server.PprofAddr).
 	Pprof bool
+	// ExtraArgs are appended to the server's command line.
+	ExtraArgs []string
 }
 
 // Server is a running etcd or revd (see serverproc.Server), with the
@@ -46,7 +48,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s, err := serverproc.Start(ctx, serverproc.Config{
 		Kind: cfg.Kind, Bin: cfg.Bin, DataDir: cfg.DataDir, Output: log,
-		LogLevel: "warn", Pprof: cfg.Pprof, StartTimeout: StartTimeout,
+		LogLevel: "warn", Pprof: cfg.Pprof, StartTimeout: StartTimeout, ExtraArgs: cfg.ExtraArgs,
 	})
 	if err != nil {
 		log.Close()

@@ -4,7 +4,7 @@
 // net/http/httptest).
 //
 // FakeKV answers with revd's own KV semantics (the sequencer's pure Core
-// over an mvcc.Store, and internal/etcdkv for reads) without the
+// over an in-memory mvcc.Overlay, and internal/etcdkv for reads) without the
 // journal, the actors or any network, so the NATS front door, its client
 // and the revctl CLI can be tested without a whole server. It has no leases
 // (a non-zero lease is "requested lease not found") and no watch.
@@ -36,13 +36,13 @@ type FakeKV struct {
 	pb.UnimplementedKVServer
 
 	mu   sync.Mutex
-	st   *mvcc.Store
+	st   *mvcc.Overlay
 	core *sequencer.Core
 }
 
 // NewFakeKV returns an empty store at revision 1.
 func NewFakeKV() *FakeKV {
-	st := mvcc.NewStore()
+	st := mvcc.NewMemory()
 	return &FakeKV{st: st, core: sequencer.NewCore(st, nil)}
 }
 

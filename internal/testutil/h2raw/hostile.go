@@ -28,9 +28,10 @@ type Conn struct {
 	hb  bytes.Buffer
 	enc *hpack.Encoder
 
-	mu     sync.Mutex // guards writes: Discard's goroutine answers pings
-	closed chan struct{}
-	pong   chan struct{} // Discard sends on it for each PING ACK
+	mu        sync.Mutex // guards writes: Discard's goroutine answers pings
+	closed    chan struct{}
+	closeOnce sync.Once
+	pong      chan struct{} // Discard sends on it for each PING ACK
 	// Resets counts the RST_STREAM frames Discard read; GoAway is set
 	// once it read a GOAWAY.
 	resets, goaways, ended int
@@ -65,13 +66,10 @@ func DialConn(addr string, settings ...http2.Setting) (*Conn, error) {
 // SetWriteDeadline sets the connection's write deadline.
 func (c *Conn) SetWriteDeadline(t time.Time) error { return c.nc.SetWriteDeadline(t) }
 
-// Close closes the connection.
+// Close closes the connection. It may be called more than once, from
+// any goroutine.
 func (c *Conn) Close() error {
-	select {
-	case <-c.closed:
-	default:
-		close(c.closed)
-	}
+	c.closeOnce.Do(func() { close(c.closed) })
 	return c.nc.Close()
 }
 

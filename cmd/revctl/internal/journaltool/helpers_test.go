@@ -135,6 +135,11 @@ func rawRecordKey(rev int64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{'r'}, uint64(rev))
 }
 
+// rawIndexKey is the key of a record's index entry.
+func rawIndexKey(rev int64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{'i'}, uint64(rev))
+}
+
 func rawEdit(t testing.TB, dir string, edit func(db *pebble.DB)) {
 	t.Helper()
 	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebble{}})

@@ -62,6 +62,8 @@ type VerifyResult struct {
 //   - every base snapshot entry's checksum, and the base snapshot against
 //     the fold rules (it is the only projection state a data directory
 //     keeps, as of revd's journal format 1);
+//   - from format 2 on, every index entry (what a server restores its
+//     index from) against the record or base entry it describes;
 //   - every record's checksum and embedded revision, and the revision
 //     sequence: from max(base, 1)+1 to the last revision, gap-free, with no
 //     record at or below the base revision;
@@ -140,6 +142,14 @@ func (v *verifier) run(j *journal.Journal) error {
 			return err
 		}
 		v.report(Problem{What: corruptText(err, "")})
+	}
+	if m.Format >= 2 {
+		for err := range j.CheckIndex() {
+			if !errors.Is(err, journal.ErrCorrupt) {
+				return err
+			}
+			v.report(Problem{What: corruptText(err, "")})
+		}
 	}
 
 	st := newState()

@@ -3,6 +3,7 @@ package journaltool
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,12 +64,12 @@ func TestVerifyFindsDamage(t *testing.T) {
 		v := rawGet(t, db, rawRecordKey(17))
 		v[len(v)-2] ^= 0x04
 		rawSet(t, db, rawRecordKey(17), v)
-		if err := db.Delete(rawRecordKey(23), pebble.Sync); err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range []int64{30, 31, 32} {
-			if err := db.Delete(rawRecordKey(r), pebble.Sync); err != nil {
-				t.Fatal(err)
+		// A revision lost whole: its record and its index entry.
+		for _, r := range []int64{23, 30, 31, 32} {
+			for _, k := range [][]byte{rawRecordKey(r), rawIndexKey(r)} {
+				if err := db.Delete(k, pebble.Sync); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 	})
@@ -200,5 +201,28 @@ func TestVerifyHashMatchesServer(t *testing.T) {
 	if !res.Hashed || res.Hash != want.Sum || res.Keys != want.Keys || res.StateRev != want.Revision {
 		t.Errorf("Verify hash %s (%d keys) at %d, server's %s (%d keys) at %d",
 			res.Hash, res.Keys, res.StateRev, want.Sum, want.Keys, want.Revision)
+	}
+}
+
+// An index entry (what a server restores its index from) that says
+// something other than its record says is found and named; the records
+// themselves are sound, so the state is still rebuilt and hashed.
+func TestVerifyFindsIndexDamage(t *testing.T) {
+	h := newGenHistory(6, 40)
+	dir := t.TempDir()
+	writeJournal(t, dir, h, 40, 10, 10)
+	rawEdit(t, dir, func(db *pebble.DB) {
+		rawSet(t, db, rawIndexKey(20), rawGet(t, db, rawIndexKey(21)))
+		if err := db.Delete(rawIndexKey(25), pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+	})
+	res, problems := verifyT(t, dir)
+	want := []string{"index entry 20 differs from what it describes", "index entry 25 is missing"}
+	if fmt.Sprint(problems) != fmt.Sprint(want) {
+		t.Fatalf("problems %q, want %q", problems, want)
+	}
+	if !res.Hashed || res.StateRev != 40 {
+		t.Errorf("state rebuilt to %d, hashed %v", res.StateRev, res.Hashed)
 	}
 }
