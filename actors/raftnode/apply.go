@@ -16,14 +16,16 @@ type applier struct {
 	confState *raftpb.ConfState
 	snapIndex uint64 // of the last raft snapshot
 	requests  uint64 // applied since the member started
-	// marks are (index, requests) after each applied entry since the
-	// in-memory log was last trimmed, to trim it by requests.
+	bytes     uint64 // of the entries' data applied since the member started
+	// marks are (index, requests, bytes) after each applied entry since
+	// the in-memory log was last trimmed, to trim it by requests and bytes.
 	marks []mark
-	// lastSnapRequests is requests at the last raft snapshot.
-	lastSnapRequests uint64
+	// lastSnapRequests and lastSnapBytes are requests and bytes at the
+	// last raft snapshot.
+	lastSnapRequests, lastSnapBytes uint64
 }
 
-type mark struct{ index, requests uint64 }
+type mark struct{ index, requests, bytes uint64 }
 
 func newApplier(n *Node, applied uint64) *applier {
 	snapshot, _ := n.st.mem.Snapshot()
@@ -67,7 +69,7 @@ func (a *applier) apply(ap *toApply) error {
 			return fmt.Errorf("raftnode: apply the snapshot at %d: %w", md.GetIndex(), err)
 		}
 		a.index, a.term, a.confState = md.GetIndex(), md.GetTerm(), md.GetConfState()
-		a.snapIndex, a.lastSnapRequests, a.marks = md.GetIndex(), a.requests, nil
+		a.snapIndex, a.lastSnapRequests, a.lastSnapBytes, a.marks = md.GetIndex(), a.requests, a.bytes, nil
 	}
 	for _, ent := range ap.entries {
 		i := ent.GetIndex()
@@ -105,7 +107,8 @@ func (a *applier) apply(ap *toApply) error {
 		}
 		a.index, a.term = i, ent.GetTerm()
 		a.requests += n
-		a.marks = append(a.marks, mark{i, a.requests})
+		a.bytes += uint64(len(ent.GetData()))
+		a.marks = append(a.marks, mark{i, a.requests, a.bytes})
 	}
 	return nil
 }
@@ -125,13 +128,15 @@ func decodeConfChange(ent *raftpb.Entry) (raftpb.ConfChangeI, error) {
 	return cc, nil
 }
 
-// maybeSnapshot takes a raft snapshot once SnapshotCount requests were
-// applied since the last one: the state machine syncs, the snapshot is
-// recorded, the log releases what comes before it, and the in-memory log
-// keeps the last SnapshotCatchUpEntries requests for slow followers.
+// maybeSnapshot takes a raft snapshot once SnapshotCount requests, or
+// SnapshotBytes of entries, were applied since the last one: the state
+// machine syncs, the snapshot is recorded, the log releases what comes
+// before it, and the in-memory log keeps the last SnapshotCatchUpEntries
+// requests for slow followers, at most SnapshotBytes/2 of them.
 func (a *applier) maybeSnapshot() error {
 	opts := a.n.opts
-	if a.requests-a.lastSnapRequests < opts.SnapshotCount || a.index <= a.snapIndex {
+	due := a.requests-a.lastSnapRequests >= opts.SnapshotCount || a.bytes-a.lastSnapBytes >= opts.SnapshotBytes
+	if !due || a.index <= a.snapIndex {
 		return nil
 	}
 	if err := opts.StateMachine.Sync(); err != nil {
@@ -147,11 +152,13 @@ func (a *applier) maybeSnapshot() error {
 	if err := a.n.st.release(a.index); err != nil {
 		return err
 	}
-	a.snapIndex, a.lastSnapRequests = a.index, a.requests
+	a.snapIndex, a.lastSnapRequests, a.lastSnapBytes = a.index, a.requests, a.bytes
 	opts.Logger.Info("raft snapshot", "index", a.index, "term", a.term)
-	// Keep the newest marks covering SnapshotCatchUpEntries requests.
+	// Keep the newest marks covering SnapshotCatchUpEntries requests and
+	// SnapshotBytes/2 bytes.
 	keep := 0
-	for keep < len(a.marks) && a.requests-a.marks[keep].requests > opts.SnapshotCatchUpEntries {
+	for keep < len(a.marks) && (a.requests-a.marks[keep].requests > opts.SnapshotCatchUpEntries ||
+		a.bytes-a.marks[keep].bytes > opts.SnapshotBytes/2) {
 		keep++
 	}
 	if keep > 0 {

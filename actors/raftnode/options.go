@@ -14,6 +14,7 @@ const (
 	DefaultElectionTicks          = 10                     // --election-timeout 1000 ms
 	DefaultSnapshotCount          = 10000                  // --snapshot-count
 	DefaultSnapshotCatchUpEntries = 5000                   // --snapshot-catchup-entries
+	DefaultSnapshotBytes          = 16 << 20
 	DefaultMaxSizePerMsg          = 1 << 20
 	DefaultMaxInflightMsgs        = 4096 / 8
 	DefaultMaxFiles               = 5 // --max-snapshots, --max-wals
@@ -94,6 +95,15 @@ type Options struct {
 	// requests (see the package doc). Defaults DefaultSnapshotCount and
 	// DefaultSnapshotCatchUpEntries.
 	SnapshotCount, SnapshotCatchUpEntries uint64
+	// SnapshotBytes bounds the in-memory log in bytes, as SnapshotCount
+	// bounds it in requests: a raft snapshot is also taken once the
+	// entries applied since the last one hold this many bytes, and the log
+	// then keeps for slow followers at most half of it (fewer than
+	// SnapshotCatchUpEntries requests when they are large; a follower
+	// further behind gets a snapshot). The log holds every entry's data, a
+	// whole group commit's records: counted in requests alone, it held
+	// 10,000 requests of 1 MiB values. Default DefaultSnapshotBytes, 16 MiB.
+	SnapshotBytes uint64
 	// MaxSnapshots and MaxWALs are how many raft snapshot files and log
 	// files (those the log released) are kept (etcd's --max-snapshots,
 	// --max-wals; 0: unlimited). Default DefaultMaxFiles each.
@@ -133,6 +143,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SnapshotCatchUpEntries == 0 {
 		o.SnapshotCatchUpEntries = DefaultSnapshotCatchUpEntries
+	}
+	if o.SnapshotBytes == 0 {
+		o.SnapshotBytes = DefaultSnapshotBytes
 	}
 	if o.IsIDRemoved == nil {
 		o.IsIDRemoved = func(uint64) bool { return false }
