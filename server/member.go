@@ -112,10 +112,7 @@ func (m memberView) TransferLeadership(ctx context.Context, lead, target uint64)
 }
 
 // isLearner reports whether this member is a learner.
-func (m memberView) isLearner() bool {
-	x := m.s.cluster.member(m.s.meta.MemberID)
-	return x != nil && x.IsLearner
-}
+func (m memberView) isLearner() bool { return m.s.cluster.isLearner(m.s.meta.MemberID) }
 
 // IsLearner reports whether this member is a learner of its cluster: it
 // serves only Status and serializable reads, as etcd's learners do.

@@ -48,6 +48,19 @@ func (m *memberSet) member(id uint64) *raftv1.Member {
 	return nil
 }
 
+// isLearner reports whether member id is a learner, without copying it
+// (every call's check on a learner reads it).
+func (m *memberSet) isLearner(id uint64) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for _, x := range m.state.Members {
+		if x.Id == id {
+			return x.IsLearner
+		}
+	}
+	return false
+}
+
 // members returns copies of every member, in id order.
 func (m *memberSet) members() []*raftv1.Member {
 	return m.get().Members

@@ -117,11 +117,10 @@ func servedByLearner(req any) bool {
 	return false
 }
 
+// requiresLeader reports a call that asks for a leader. It reads the one
+// key (metadata.FromIncomingContext would copy every key, lower-cased, on
+// every call).
 func requiresLeader(ctx context.Context) bool {
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok {
-		return false
-	}
-	v := md.Get(rpctypes.MetadataRequireLeaderKey)
+	v := metadata.ValueFromIncomingContext(ctx, rpctypes.MetadataRequireLeaderKey)
 	return len(v) > 0 && v[0] == rpctypes.MetadataHasLeader
 }
