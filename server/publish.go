@@ -5,6 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	raftv1 "revd/protos/revd/raft/v1"
 	"revd/server/authgate"
 )
@@ -17,28 +19,28 @@ import (
 
 // publishAttributes proposes a member's attributes (the leader's end).
 func (s *Server) publishAttributes(ctx context.Context, a *raftv1.MemberAttributes) (*raftv1.MemberAttributes, error) {
-	return atLeader(s, ctx, "publishAttributes", a, func() (*raftv1.MemberAttributes, error) {
-		if !s.lead.ready() {
-			return nil, errNotLeaderHere
-		}
-		if err := s.props.publish(a); err != nil {
-			return nil, outcomeErr(err)
-		}
-		return a, nil
-	})
+	return proposeAtLeader(s, ctx, "publishAttributes", a, &raftv1.Entry{Attributes: a})
 }
 
 // shareToken proposes a simple auth token (the leader's end), for
 // authgate.Options.ShareToken.
 func (s *Server) shareToken(ctx context.Context, t *raftv1.SimpleToken) (*raftv1.SimpleToken, error) {
-	return atLeader(s, ctx, "shareToken", t, func() (*raftv1.SimpleToken, error) {
+	return proposeAtLeader(s, ctx, "shareToken", t, &raftv1.Entry{Token: t})
+}
+
+// proposeAtLeader proposes e, an entry of no batch, where the leader runs
+// it (here when this member leads and is ready; at the leader, which gets
+// m as method name, otherwise), and answers m once this member applied it.
+func proposeAtLeader[M proto.Message](s *Server, ctx context.Context, name string, m M, e *raftv1.Entry) (M, error) {
+	return atLeader(s, ctx, name, m, func() (M, error) {
+		var zero M
 		if !s.lead.ready() {
-			return nil, errNotLeaderHere
+			return zero, errNotLeaderHere
 		}
-		if err := s.props.shareToken(t); err != nil {
-			return nil, outcomeErr(err)
+		if err := s.props.proposeEntry(e); err != nil {
+			return zero, outcomeErr(err)
 		}
-		return t, nil
+		return m, nil
 	})
 }
 

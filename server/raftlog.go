@@ -51,30 +51,17 @@ func (l *proposals) Append(b *sequencer.Batch) (<-chan error, error) {
 	return l.propose(seq, data, &proposal{batch: b, values: values})
 }
 
-// publish proposes a member's attributes and waits until this member
-// applied them.
-func (l *proposals) publish(a *raftv1.MemberAttributes) error {
+// proposeEntry proposes e, an entry that carries no batch (a member's
+// attributes, a simple auth token), numbered as this member's next
+// proposal, and waits until this member applied it.
+func (l *proposals) proposeEntry(e *raftv1.Entry) error {
 	seq := l.seq()
-	data, err := proto.Marshal(&raftv1.Entry{Proposer: l.s.meta.MemberID, Proposal: seq, Attributes: a})
+	e.Proposer, e.Proposal = l.s.meta.MemberID, seq
+	data, err := proto.Marshal(e)
 	if err != nil {
 		return err
 	}
-	done, err := l.propose(seq, data, &proposal{attrs: a})
-	if err != nil {
-		return err
-	}
-	return <-done
-}
-
-// shareToken proposes a simple auth token and waits until this member
-// applied it.
-func (l *proposals) shareToken(t *raftv1.SimpleToken) error {
-	seq := l.seq()
-	data, err := proto.Marshal(&raftv1.Entry{Proposer: l.s.meta.MemberID, Proposal: seq, Token: t})
-	if err != nil {
-		return err
-	}
-	done, err := l.propose(seq, data, &proposal{token: t})
+	done, err := l.propose(seq, data, &proposal{attrs: e.Attributes, token: e.Token})
 	if err != nil {
 		return err
 	}
