@@ -55,18 +55,18 @@ func checkRaftLog(dir string, applied *journal.Applied) (problems []Problem) {
 			bad("%s: %v", snapDir, err)
 		}
 	}
-	if _, err := wal.Verify(lg, walDir, from); err != nil {
+	// The log is read once, with etcd's checks (wal.Verify's, whose
+	// answer lacks the entries). etcd's reader takes a record it cannot
+	// read to the end (a length that runs past the file) for a torn tail,
+	// the end of the log. That is damage, not a tail, where the log ends
+	// before what was known durable: the commit index its hard state
+	// recorded, the index the journal applied.
+	last, need, why, err := logEnd(lg, walDir, from, applied)
+	if err != nil {
 		bad("%s: %v", damagedSegment(lg, walDir, from), err)
 		return problems
 	}
-	// etcd's reader takes a record it cannot read to the end (a length
-	// that runs past the file) for a torn tail, the end of the log. That is
-	// damage, not a tail, where the log ends before what was known durable:
-	// the commit index its hard state recorded, the index the journal
-	// applied.
-	if last, need, why, err := logEnd(lg, walDir, from, applied); err != nil {
-		bad("%s: %v", damagedSegment(lg, walDir, from), err)
-	} else if last < need {
+	if last < need {
 		bad("%s: its entries end at index %d, but %s: the records after are damaged",
 			segmentHolding(walDir, last+1), last, why)
 	}
