@@ -223,6 +223,20 @@ func (b *backend) apply(changes []journal.AuthChange) {
 	}
 }
 
+// dryRun runs fn, store calls whose writes go nowhere (dry is read by
+// change, under batchMu, which every store call that writes holds).
+func (b *backend) dryRun(fn func()) {
+	b.setDry(true)
+	defer b.setDry(false)
+	fn()
+}
+
+func (b *backend) setDry(on bool) {
+	b.batchMu.Lock()
+	b.dry = on
+	b.batchMu.Unlock()
+}
+
 func (t batchTx) change(c journal.AuthChange, apply func()) {
 	if t.b.dry {
 		return

@@ -431,26 +431,23 @@ func (g *Gate) endTokens(changes []journal.AuthChange) {
 	if len(users) == 0 && !disable {
 		return
 	}
-	g.be.batchMu.Lock()
-	g.be.dry = true
-	g.be.batchMu.Unlock()
-	for _, name := range users {
-		u := g.be.GetUser(name)
-		if u == nil {
-			continue
+	g.be.dryRun(func() {
+		for _, name := range users {
+			u := g.be.GetUser(name)
+			if u == nil {
+				continue
+			}
+			// A password change ends the user's tokens, as a deletion
+			// does; the store refuses to delete root while authentication
+			// is on. (The request carries a hash base64-encoded, as
+			// etcd's log does.)
+			_, _ = g.store.UserChangePassword(&pb.AuthUserChangePasswordRequest{Name: name,
+				HashedPassword: base64.StdEncoding.EncodeToString(u.Password)})
 		}
-		// A password change ends the user's tokens, as a deletion does;
-		// the store refuses to delete root while authentication is on.
-		// (The request carries a hash base64-encoded, as etcd's log does.)
-		_, _ = g.store.UserChangePassword(&pb.AuthUserChangePasswordRequest{Name: name,
-			HashedPassword: base64.StdEncoding.EncodeToString(u.Password)})
-	}
-	if disable {
-		g.store.AuthDisable()
-	}
-	g.be.batchMu.Lock()
-	g.be.dry = false
-	g.be.batchMu.Unlock()
+		if disable {
+			g.store.AuthDisable()
+		}
+	})
 }
 
 // Reload puts the auth store back to what the journal holds, once the
