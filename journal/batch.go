@@ -205,6 +205,7 @@ func (j *Journal) Sync() error {
 	}
 	defer j.life.exit()
 	commit, rev := j.committed()
+	defer j.exitOnPanic()
 	if err := j.db.LogData(nil, pebble.Sync); err != nil {
 		return fmt.Errorf("journal: sync: %w", err)
 	}

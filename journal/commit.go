@@ -24,14 +24,7 @@ import (
 // failed WAL write or sync never returns: the process exits with status 1
 // (pebbleLogger.Fatalf), Pebble's state being unknown.
 func (j *Journal) commitNumbered(pb *pebble.Batch, lastRev int64, records bool, opts *pebble.WriteOptions) (uint64, error) {
-	defer func() {
-		if r := recover(); r != nil {
-			// Pebble panics when it cannot write its WAL for an unsynced
-			// commit (a failed sync reaches Fatalf): the same fatal storage
-			// error, and the same exit.
-			pebbleLogger{j.log}.Fatalf("pebble: commit: %v\n%s", r, debug.Stack())
-		}
-	}()
+	defer j.exitOnPanic()
 	n := j.commitNum
 	if !records {
 		n++
@@ -49,6 +42,18 @@ func (j *Journal) commitNumbered(pb *pebble.Batch, lastRev int64, records bool, 
 		j.markDurable(n, lastRev)
 	}
 	return n, nil
+}
+
+// exitOnPanic, deferred around every write into Pebble's WAL, turns a
+// panic into the fatal storage error: Pebble panics when a commit finds its
+// WAL writer failed by an earlier write (ENOSPC, EIO), where a failed sync
+// reaches Fatalf; which of the two comes first is a race. Both exit with
+// status 1: a panic could be recovered by an actor, which would go on
+// writing over an unknown state.
+func (j *Journal) exitOnPanic() {
+	if r := recover(); r != nil {
+		pebbleLogger{j.log}.Fatalf("pebble: commit: %v\n%s", r, debug.Stack())
+	}
 }
 
 // markDurable advances the high-water mark to a durable commit.

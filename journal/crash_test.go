@@ -326,7 +326,7 @@ func runCrashChild(t *testing.T, dir, fail string, applied bool) (*exec.Cmd, *bu
 
 // readAcks reads the child's acknowledged revisions until it has read
 // until, or the output ends; the last one read is returned.
-func readAcks(t *testing.T, sc *bufio.Scanner, until int64) int64 {
+func readAcks(t *testing.T, cmd *exec.Cmd, sc *bufio.Scanner, stderr *bytes.Buffer, until int64) int64 {
 	t.Helper()
 	var last int64
 	for (until == 0 || last < until) && sc.Scan() {
@@ -337,7 +337,14 @@ func readAcks(t *testing.T, sc *bufio.Scanner, until int64) int64 {
 				t.Logf("child: %s", line)
 				continue
 			}
-			t.Fatalf("child said %q", line)
+			// Whatever else it printed, and its stderr once it has
+			// ended, say why (a panic's trace goes to stderr).
+			rest := []string{line}
+			for sc.Scan() {
+				rest = append(rest, sc.Text())
+			}
+			_ = cmd.Wait()
+			t.Fatalf("child said %q; stderr:\n%s", rest, stderr)
 		}
 		last = rev
 	}
@@ -354,10 +361,10 @@ func TestProcessCrash(t *testing.T) {
 	for cut := range cuts {
 		cmd, sc, stderr := runCrashChild(t, dir, "", false)
 		target := prev + 1 + int64(rng.IntN(300))
-		acked := readAcks(t, sc, target)
+		acked := readAcks(t, cmd, sc, stderr, target)
 		_ = cmd.Process.Kill()
 		// What the child printed before it died was acknowledged too.
-		if more := readAcks(t, sc, 0); more > acked {
+		if more := readAcks(t, cmd, sc, stderr, 0); more > acked {
 			acked = more
 		}
 		_ = cmd.Wait()
@@ -394,7 +401,7 @@ func TestWriteFailure(t *testing.T) {
 		t.Run(spec, func(t *testing.T) {
 			dir := t.TempDir()
 			cmd, sc, stderr := runCrashChild(t, dir, tc.spec, tc.applied)
-			acked := readAcks(t, sc, 0)
+			acked := readAcks(t, cmd, sc, stderr, 0)
 			err := cmd.Wait()
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() != 1 {

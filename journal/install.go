@@ -32,6 +32,7 @@ func (j *Journal) Install(src string) error {
 	defer j.foldMu.Unlock()
 	j.commitMu.Lock()
 	defer j.commitMu.Unlock()
+	defer j.exitOnPanic()
 
 	from, _, err := openReadOnly(src, Options{Logger: j.log})
 	if err != nil {
