@@ -94,7 +94,7 @@ type Options struct {
 const (
 	DefaultStallAfter      = time.Millisecond
 	DefaultMaxExcessResets = 1000
-	DefaultMaxUnsentBytes  = 16 << 20
+	DefaultMaxUnsentBytes  = 4 << 20
 )
 
 // keepaliveParams reports the server keepalive parameters to apply, as

@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"bytes"
 	"container/list"
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -144,7 +146,19 @@ func (s *splitter) route(c net.Conn) {
 			return
 		}
 		if err != nil {
-			break // not HTTP/2: HTTP/1 reads the error again and answers
+			break // not HTTP/2: its first line says whether it is HTTP/1
+		}
+	}
+	to := s.h2
+	if string(head) != http2Preface {
+		to = s.h1
+		head = readLine(c, head)
+		if !http1RequestLine(head) {
+			// Neither HTTP/2 nor HTTP/1: closed without an answer, as
+			// etcd's cmux closes a connection no matcher takes.
+			sniffed()
+			c.Close()
+			return
 		}
 	}
 	if !sniffed() {
@@ -152,15 +166,47 @@ func (s *splitter) route(c net.Conn) {
 		return
 	}
 	_ = c.SetReadDeadline(time.Time{})
-	to := s.h1
-	if string(head) == http2Preface {
-		to = s.h2
-	}
 	select {
 	case to.conns <- &replayConn{Conn: c, head: head}:
 	case <-s.done:
 		c.Close()
 	}
+}
+
+// maxRequestLine bounds the first line read to tell HTTP/1 from anything
+// else (cmux's bound too).
+const maxRequestLine = 4096
+
+// readLine reads from c onto head until head holds a whole first line, or
+// maxRequestLine bytes, or the read fails (the sniff deadline included).
+func readLine(c net.Conn, head []byte) []byte {
+	for !bytes.Contains(head, []byte("\n")) && len(head) < maxRequestLine {
+		if cap(head) == len(head) {
+			head = append(head, make([]byte, 512)...)[:len(head)]
+		}
+		n, err := c.Read(head[len(head):min(cap(head), maxRequestLine)])
+		head = head[:len(head)+n]
+		if err != nil {
+			break
+		}
+	}
+	return head
+}
+
+// http1RequestLine says whether head starts with an HTTP/1.x request line
+// ("GET /path HTTP/1.1"), ended by its newline.
+func http1RequestLine(head []byte) bool {
+	line, _, ok := bytes.Cut(head, []byte("\n"))
+	if !ok {
+		return false
+	}
+	method, rest, ok1 := strings.Cut(strings.TrimSuffix(string(line), "\r"), " ")
+	uri, proto, ok2 := strings.Cut(rest, " ")
+	if !ok1 || !ok2 || method == "" || uri == "" {
+		return false
+	}
+	major, _, ok := http.ParseHTTPVersion(proto)
+	return ok && major == 1
 }
 
 func (s *splitter) stop() {

@@ -16,7 +16,8 @@ import (
 // TestSplit: HTTP/1 requests reach the HTTP side and are answered; HTTP/2
 // connections reach the gRPC side with every byte they sent, the preface
 // included, however it was cut; a connection that says nothing useful
-// reaches neither; closing one side closes both.
+// reaches neither (nor does one that is neither HTTP/2 nor HTTP/1); closing
+// one side closes both.
 func TestSplit(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -76,6 +77,25 @@ func TestSplit(t *testing.T) {
 			t.Errorf("preface in pieces of %d: the gRPC side read %q, %v", cut, buf, err)
 		}
 		got.Close()
+		c.Close()
+	}
+
+	// Neither HTTP/2's preface nor an HTTP/1 request line: closed with no
+	// answer (h2spec's "invalid connection preface"; etcd's cmux does the
+	// same), cut short or not.
+	for _, junk := range []string{"INVALID CONNECTION PREFACE\r\n\r\n", "PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n", "GET /x\r\n", "GET /x HTTP/2.0\r\n", "GET /x HTTP/1.1"} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, junk)
+		if cw, ok := c.(*net.TCPConn); ok && !strings.HasSuffix(junk, "\n") {
+			cw.CloseWrite()
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if got, err := io.ReadAll(c); len(got) > 0 || err != nil {
+			t.Errorf("%q: answered %q, %v; want the connection closed", junk, got, err)
+		}
 		c.Close()
 	}
 

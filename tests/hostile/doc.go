@@ -4,7 +4,9 @@
 // RST_STREAM in a loop), DATA frames far over the frame size limit, a gRPC
 // length prefix of 0xFFFFFFFF, a client that never reads with huge
 // windows, thousands of idle connections that never send a preface, and
-// stalled watchers while large values are written.
+// stalled watchers while large values are written; and h2spec, the HTTP/2
+// conformance tester, against revd and etcd 3.7.3 side by side (TestH2spec:
+// revd passes every case etcd passes).
 //
 // Each test starts a fresh server process, runs its probe for a few
 // seconds while a normal client keeps calling (a put and a range, in a

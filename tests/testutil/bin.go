@@ -3,7 +3,8 @@
 //
 // Binaries:
 //   - EtcdBin builds etcd 3.7.3 and etcdctl from the tools/etcd module (once,
-//     cached across runs in $REVD_TOOLS_BIN or <user cache>/revd-tools/etcd-v3.7.3).
+//     cached across runs in $REVD_TOOLS_BIN or <user cache>/revd-tools/etcd-v3.7.3);
+//     H2specBin builds h2spec from tools/h2spec the same way.
 //   - RevdBin and RevctlBin build ./cmd/revd and ./cmd/revctl once per test
 //     binary.
 //
@@ -14,13 +15,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"revd/internal/testutil/serverproc"
@@ -54,125 +52,60 @@ func repoRoot() (string, error) {
 
 // EtcdToolsDir is where EtcdBin keeps the etcd and etcdctl binaries:
 // $REVD_TOOLS_BIN if set, else <os.UserCacheDir()>/revd-tools/etcd-v3.7.3.
-func EtcdToolsDir() (string, error) {
-	if d := os.Getenv("REVD_TOOLS_BIN"); d != "" {
-		return filepath.Abs(d)
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("testutil: no user cache dir (set REVD_TOOLS_BIN): %w", err)
-	}
-	return filepath.Join(cache, "revd-tools", "etcd-v"+EtcdVersion), nil
-}
+func EtcdToolsDir() (string, error) { return toolsDir("etcd-v" + EtcdVersion) }
 
-var (
-	etcdMu      sync.Mutex
-	etcdDone    bool
-	etcdPath    string
-	etcdctlPath string
-	etcdErr     error
-)
+// etcdTool is etcd 3.7.3's server and etcdctl, from tools/etcd. "go build
+// -o DIR/" names the binaries after the packages: go.etcd.io/etcd/server/v3
+// becomes "server", go.etcd.io/etcd/etcdctl/v3 "etcdctl".
+var etcdTool = &tool{
+	module: "etcd",
+	cache:  "etcd-v" + EtcdVersion,
+	pkgs:   []string{"go.etcd.io/etcd/server/v3", "go.etcd.io/etcd/etcdctl/v3"},
+	bins:   []toolBin{{"etcdctl", "etcdctl"}, {"server", "etcd"}},
+	check: func(paths []string) error {
+		out, err := exec.Command(paths[1], "--version").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s --version: %v\n%s", paths[1], err, out)
+		}
+		if !bytes.Contains(out, []byte("etcd Version: "+EtcdVersion+"\n")) {
+			return fmt.Errorf("%s --version does not report %s:\n%s", paths[1], EtcdVersion, out)
+		}
+		return nil
+	},
+}
 
 // EtcdBin returns the paths of an etcd 3.7.3 server and etcdctl, building
-// them from the tools/etcd module the first time. Several test binaries may
-// call it at once: the build is serialised with a file lock and written to a
-// temporary directory before being renamed into place. A failed build fails
-// the test with the build output.
+// them from the tools/etcd module the first time. A failed build fails the
+// test with the build output.
 func EtcdBin(t testing.TB) (etcd, etcdctl string) {
 	t.Helper()
-	etcdMu.Lock()
-	defer etcdMu.Unlock()
-	if !etcdDone {
-		etcdPath, etcdctlPath, etcdErr = ensureEtcd()
-		etcdDone = true
-	}
-	if etcdErr != nil {
-		t.Fatalf("etcd %s is required and could not be built:\n%v", EtcdVersion, etcdErr)
-	}
-	return etcdPath, etcdctlPath
+	paths := etcdTool.get(t)
+	return paths[1], paths[0]
 }
 
-func ensureEtcd() (string, string, error) {
-	root, err := repoRoot()
-	if err != nil {
-		return "", "", err
-	}
-	dir, err := EtcdToolsDir()
-	if err != nil {
-		return "", "", err
-	}
-	etcd, etcdctl := filepath.Join(dir, "etcd"), filepath.Join(dir, "etcdctl")
-	if haveEtcd(etcd, etcdctl) == nil {
-		return etcd, etcdctl, nil
-	}
+// H2specVersion is the h2spec release tools/h2spec pins.
+const H2specVersion = "2.2.1"
 
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", "", err
-	}
-	lock, err := os.OpenFile(filepath.Join(filepath.Dir(dir), filepath.Base(dir)+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return "", "", err
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", "", fmt.Errorf("lock %s: %w", lock.Name(), err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck
-
-	// Another process may have built it while we waited for the lock.
-	if haveEtcd(etcd, etcdctl) == nil {
-		return etcd, etcdctl, nil
-	}
-
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".build-")
-	if err != nil {
-		return "", "", err
-	}
-	defer os.RemoveAll(tmp)
-
-	// "go build -o DIR/" names the binaries after the packages: go.etcd.io/etcd/server/v3
-	// becomes "server", go.etcd.io/etcd/etcdctl/v3 becomes "etcdctl".
-	cmd := exec.Command("go", "build", "-o", tmp+string(filepath.Separator),
-		"go.etcd.io/etcd/server/v3", "go.etcd.io/etcd/etcdctl/v3")
-	cmd.Dir = filepath.Join(root, "tools", "etcd")
-	cmd.Env = append(os.Environ(), "GOWORK=off")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", "", fmt.Errorf("(cd %s && %s): %v\n%s", cmd.Dir, strings.Join(cmd.Args, " "), err, out)
-	}
-	// etcdctl first, etcd last: haveEtcd checks both anyway.
-	if err := os.Rename(filepath.Join(tmp, "etcdctl"), etcdctl); err != nil {
-		return "", "", err
-	}
-	if err := os.Rename(filepath.Join(tmp, "server"), etcd); err != nil {
-		return "", "", err
-	}
-	if err := haveEtcd(etcd, etcdctl); err != nil {
-		return "", "", fmt.Errorf("freshly built etcd is unusable: %w", err)
-	}
-	return etcd, etcdctl, nil
+// h2specTool is h2spec, the HTTP/2 conformance tester, from tools/h2spec.
+var h2specTool = &tool{
+	module: "h2spec",
+	cache:  "h2spec-v" + H2specVersion,
+	pkgs:   []string{"github.com/summerwind/h2spec/cmd/h2spec"},
+	bins:   []toolBin{{"h2spec", "h2spec"}},
+	check: func(paths []string) error {
+		if out, err := exec.Command(paths[0], "--version").CombinedOutput(); err != nil {
+			return fmt.Errorf("%s --version: %v\n%s", paths[0], err, out)
+		}
+		return nil
+	},
 }
 
-// haveEtcd checks that both binaries exist and that etcd reports the
-// expected version (a stale or truncated cache is rebuilt).
-func haveEtcd(etcd, etcdctl string) error {
-	for _, p := range []string{etcd, etcdctl} {
-		st, err := os.Stat(p)
-		if err != nil {
-			return err
-		}
-		if st.Mode()&0o111 == 0 {
-			return &fs.PathError{Op: "exec", Path: p, Err: fs.ErrPermission}
-		}
-	}
-	out, err := exec.Command(etcd, "--version").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%s --version: %v\n%s", etcd, err, out)
-	}
-	if !bytes.Contains(out, []byte("etcd Version: "+EtcdVersion+"\n")) {
-		return fmt.Errorf("%s --version does not report %s:\n%s", etcd, EtcdVersion, out)
-	}
-	return nil
+// H2specBin returns the path of h2spec, building it from the tools/h2spec
+// module the first time (cached as etcd is, in $REVD_TOOLS_BIN or
+// <user cache>/revd-tools/h2spec-v2.2.1).
+func H2specBin(t testing.TB) string {
+	t.Helper()
+	return h2specTool.get(t)[0]
 }
 
 // builtBins holds binaries built from the revd module itself, once per test
