@@ -230,10 +230,12 @@
 //     gap (the revision chain) as well as each record's CRC and embedded
 //     revision; the server reads every index entry (each with its CRC and
 //     revision, format 2) and checks their chain at start-up, so damage to
-//     any of them stops it. Start-up reads no value (restart time follows
-//     the index, not the data): a damaged record or base entry fails the
-//     read that reaches it, as below, and `revctl journal verify` reads
-//     them all and compares every index entry with what it describes.
+//     any of them stops it. The index's rebuild reads no value (its time
+//     follows the keys, not the data); beside it the server reads every
+//     block of every table with CheckTables (checksums only, no decoding),
+//     so that a value damaged while it was stopped stops it too, and
+//     `revctl journal verify` also decodes every record and compares every
+//     index entry with what it describes.
 //
 // Open makes these checks before Pebble opens the directory for writing
 // (which replays the WAL into a new table and deletes it): first on the

@@ -127,7 +127,11 @@ func New(opts Options) (*Server, error) {
 	// The shards index the keys; the values stay in the journal, read
 	// through Pebble's block cache (see package mvcc).
 	leases := lease.NewIndex(0)
+	checked := checkTables(j, s.log)
 	r, err := restore(j, s.set, leases)
+	if cerr := <-checked; cerr != nil {
+		err = cerr
+	}
 	if err != nil {
 		j.Close()
 		return nil, err

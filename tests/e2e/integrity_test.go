@@ -240,9 +240,11 @@ func nonZeroFrom(b []byte, i int) int {
 // stopped, its data directory damaged in one way each time: revd either
 // refuses to start (exit status 1, naming the damaged file, and `revctl
 // journal verify` names it too), or starts with every acknowledged put,
-// or, for damage to the values, which start-up does not read (issue 27),
-// starts and fails the reads that reach it with CORRUPT, never answering
-// other data (and `revctl journal verify` names the file).
+// or starts with every acknowledged put. Damage to the values made while
+// revd runs fails the reads that reach it with CORRUPT, never answering
+// other data (and `revctl journal verify` names the file); made while it
+// was stopped, it is refused at start (every table block's checksum is
+// read at start, beside the index).
 func TestRevdRefusesDamagedDataDir(t *testing.T) {
 	if testutil.TargetKind(t, TargetEnv) != testutil.KindRevd {
 		t.Skip("revd's data directory")
@@ -260,9 +262,9 @@ func TestRevdRefusesDamagedDataDir(t *testing.T) {
 		// damage returns what revd's refusal must name; "" means revd must
 		// start with every acknowledged put.
 		damage func(t *testing.T, dir string) string
-		// onRead: the damage is to values; revd starts, and the reads
-		// that reach them fail.
-		onRead bool
+		// whileRunning: the damage is made while revd runs, to values;
+		// the reads that reach them fail.
+		whileRunning bool
 	}{
 		{"WAL: a byte flipped in the middle of its written part (issue 26)", func(t *testing.T, dir string) string {
 			w := newestFile(t, dir, "*.log")
@@ -293,12 +295,8 @@ func TestRevdRefusesDamagedDataDir(t *testing.T) {
 			}
 			return filepath.Base(w)
 		}, false},
-		{"table of records: a byte flipped in a data block", func(t *testing.T, dir string) string {
-			// The biggest table holds the records, where the values are.
-			tb := biggestFile(t, dir, "*.sst")
-			editDataFile(t, tb, func(b []byte) []byte { b[len(b)/2] ^= 0x01; return b })
-			return strings.TrimSuffix(filepath.Base(tb), ".sst")
-		}, true},
+		{"table of records: a byte flipped in a data block", flipRecordsTable, false},
+		{"table of records: a byte flipped in a data block while revd runs", flipRecordsTable, true},
 		{"table: missing", func(t *testing.T, dir string) string {
 			tb := biggestFile(t, dir, "*.sst")
 			if err := os.Remove(tb); err != nil {
@@ -344,14 +342,9 @@ func TestRevdRefusesDamagedDataDir(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := copyDataDir(t, clean)
-			name := tt.damage(t, dir)
-			if name == "" {
+			if tt.whileRunning {
 				q := testutil.StartRevd(t, testutil.Options{DataDir: dir})
-				checkPuts(t, q.Dial(t), acked)
-				return
-			}
-			if tt.onRead {
-				q := testutil.StartRevd(t, testutil.Options{DataDir: dir})
+				name := tt.damage(t, dir)
 				readsFailOnDamage(t, q, acked, name)
 				if err := q.Stop(); err != nil {
 					t.Fatal(err)
@@ -359,6 +352,12 @@ func TestRevdRefusesDamagedDataDir(t *testing.T) {
 				if out, code := revctl(t, "journal", "verify", "--data-dir", dir); code != 1 || !strings.Contains(out, name) {
 					t.Errorf("revctl journal verify: exit %d, want 1 naming %s:\n%s", code, name, out)
 				}
+				return
+			}
+			name := tt.damage(t, dir)
+			if name == "" {
+				q := testutil.StartRevd(t, testutil.Options{DataDir: dir})
+				checkPuts(t, q.Dial(t), acked)
 				return
 			}
 			code, stderr := runRevdOn(t, dir)
@@ -375,6 +374,14 @@ func TestRevdRefusesDamagedDataDir(t *testing.T) {
 			}
 		})
 	}
+}
+
+// flipRecordsTable flips a byte in the middle of the biggest table, which
+// holds the records, where the values are, and returns its number.
+func flipRecordsTable(t *testing.T, dir string) string {
+	tb := biggestFile(t, dir, "*.sst")
+	editDataFile(t, tb, func(b []byte) []byte { b[len(b)/2] ^= 0x01; return b })
+	return strings.TrimSuffix(filepath.Base(tb), ".sst")
 }
 
 // readsFailOnDamage reads every acknowledged put of a revd whose values
