@@ -2,7 +2,6 @@ package journal
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"iter"
@@ -134,40 +133,13 @@ func indexValueOf(dst []byte, rev int64, v []byte) ([]byte, error) {
 // indexEventOf decodes an encoded KeyValue, skipping its value; the key
 // aliases b.
 func indexEventOf(put bool, b []byte) (IndexEvent, error) {
-	e := IndexEvent{Type: mvccpb.Event_PUT}
+	f, err := scanKV(b)
+	if err != nil {
+		return IndexEvent{}, err
+	}
+	e := IndexEvent{Type: mvccpb.Event_PUT, Key: f.key, Create: f.create, Mod: f.mod, Ver: f.ver, Lease: f.lease}
 	if !put {
 		e.Type = mvccpb.Event_DELETE
-	}
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return IndexEvent{}, errors.New("bad kv field tag")
-		}
-		b = b[n:]
-		var m int
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			e.Key, m = protowire.ConsumeBytes(b)
-		case (num == 2 || num == 3 || num == 4 || num == 6) && typ == protowire.VarintType:
-			var x uint64
-			x, m = protowire.ConsumeVarint(b)
-			switch num {
-			case 2:
-				e.Create = int64(x)
-			case 3:
-				e.Mod = int64(x)
-			case 4:
-				e.Ver = int64(x)
-			case 6:
-				e.Lease = int64(x)
-			}
-		default:
-			m = protowire.ConsumeFieldValue(num, typ, b)
-		}
-		if m < 0 {
-			return IndexEvent{}, fmt.Errorf("bad kv field %d", num)
-		}
-		b = b[m:]
 	}
 	return e, nil
 }

@@ -387,59 +387,75 @@ func kvKey(b []byte) []byte {
 	return nil
 }
 
-// decodeKV decodes an encoded mvccpb.KeyValue, as proto.Unmarshal would,
-// with its key and value in one allocation. Unknown fields are skipped.
-func decodeKV(b []byte) (*mvccpb.KeyValue, error) {
-	kv := new(mvccpb.KeyValue)
-	var key, val []byte
-	hasKey, hasVal := false, false
+// kvFields are the fields of an encoded mvccpb.KeyValue; key and val
+// alias the encoding.
+type kvFields struct {
+	key, val                []byte
+	hasKey, hasVal          bool
+	create, mod, ver, lease int64
+}
+
+// scanKV reads the fields of an encoded mvccpb.KeyValue, as proto.Unmarshal
+// would; unknown fields are skipped. decodeKV and indexEventOf share it.
+func scanKV(b []byte) (kvFields, error) {
+	var f kvFields
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return nil, errors.New("bad kv field tag")
+			return kvFields{}, errors.New("bad kv field tag")
 		}
 		b = b[n:]
 		var m int
 		switch {
-		case (num == 1 || num == 5) && typ == protowire.BytesType:
-			var f []byte
-			f, m = protowire.ConsumeBytes(b)
-			if num == 1 {
-				key, hasKey = f, true
-			} else {
-				val, hasVal = f, true
-			}
-		case num >= 2 && num <= 6 && num != 5 && typ == protowire.VarintType:
+		case num == 1 && typ == protowire.BytesType:
+			f.key, m = protowire.ConsumeBytes(b)
+			f.hasKey = true
+		case num == 5 && typ == protowire.BytesType:
+			f.val, m = protowire.ConsumeBytes(b)
+			f.hasVal = true
+		case (num == 2 || num == 3 || num == 4 || num == 6) && typ == protowire.VarintType:
 			var x uint64
 			x, m = protowire.ConsumeVarint(b)
 			switch num {
 			case 2:
-				kv.CreateRevision = int64(x)
+				f.create = int64(x)
 			case 3:
-				kv.ModRevision = int64(x)
+				f.mod = int64(x)
 			case 4:
-				kv.Version = int64(x)
+				f.ver = int64(x)
 			case 6:
-				kv.Lease = int64(x)
+				f.lease = int64(x)
 			}
 		default:
 			m = protowire.ConsumeFieldValue(num, typ, b)
 		}
 		if m < 0 {
-			return nil, fmt.Errorf("bad kv field %d", num)
+			return kvFields{}, fmt.Errorf("bad kv field %d", num)
 		}
 		b = b[m:]
 	}
+	return f, nil
+}
+
+// decodeKV decodes an encoded mvccpb.KeyValue, as proto.Unmarshal would,
+// with its key and value in one allocation. Unknown fields are skipped.
+func decodeKV(b []byte) (*mvccpb.KeyValue, error) {
+	f, err := scanKV(b)
+	if err != nil {
+		return nil, err
+	}
+	kv := &mvccpb.KeyValue{CreateRevision: f.create, ModRevision: f.mod, Version: f.ver, Lease: f.lease}
+	key, val := f.key, f.val
 	// One allocation for both, not cleared first: growslice copies key
 	// and val into it.
 	buf := append(key[:len(key):len(key)], val...)
 	if len(val) == 0 {
 		buf = append([]byte(nil), key...)
 	}
-	if hasKey {
+	if f.hasKey {
 		kv.Key = buf[:len(key):len(key)]
 	}
-	if hasVal {
+	if f.hasVal {
 		kv.Value = buf[len(key):]
 	}
 	return kv, nil
