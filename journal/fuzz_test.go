@@ -148,3 +148,42 @@ func FuzzParseRecordKey(f *testing.F) {
 		}
 	})
 }
+
+// FuzzScanKV: decodeKV and indexEventOf (scanKV) read an encoded KeyValue
+// as proto.Unmarshal does: what one accepts the other does, with the same
+// fields; the index event is the KeyValue without its value.
+func FuzzScanKV(f *testing.F) {
+	valid, err := proto.Marshal(&mvccpb.KeyValue{Key: []byte("foo"), Value: []byte("bar"), CreateRevision: 3, ModRevision: 7, Version: 2, Lease: 5})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(valid)
+	f.Add([]byte{})
+	f.Add(valid[:len(valid)-2])
+	f.Add(append(append([]byte{}, valid...), 0xf8, 0x3e, 0x01)) // an unknown field
+	f.Add([]byte{0x08, 0x01})                                   // the key's number with a varint
+	f.Add([]byte{0x0a, 0x00, 0x2a, 0x00})                       // an empty key and value
+	f.Fuzz(func(t *testing.T, p []byte) {
+		var want mvccpb.KeyValue
+		perr := proto.Unmarshal(p, &want)
+		got, err := decodeKV(p)
+		if (err == nil) != (perr == nil) {
+			t.Fatalf("decodeKV: %v, proto.Unmarshal: %v", err, perr)
+		}
+		e, ierr := indexEventOf(true, p)
+		if (ierr == nil) != (perr == nil) {
+			t.Fatalf("indexEventOf: %v, proto.Unmarshal: %v", ierr, perr)
+		}
+		if perr != nil {
+			return
+		}
+		want.ProtoReflect().SetUnknown(nil)
+		if !proto.Equal(&want, got) {
+			t.Fatalf("decodeKV: %v, proto.Unmarshal: %v", got, &want)
+		}
+		if string(e.Key) != string(want.Key) || e.Create != want.CreateRevision || e.Mod != want.ModRevision ||
+			e.Ver != want.Version || e.Lease != want.Lease || e.Type != mvccpb.Event_PUT {
+			t.Fatalf("indexEventOf: %+v, proto.Unmarshal: %v", e, &want)
+		}
+	})
+}

@@ -401,7 +401,7 @@ func scanKV(b []byte) (kvFields, error) {
 	var f kvFields
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
+		if n < 0 || num > protowire.MaxValidNumber {
 			return kvFields{}, errors.New("bad kv field tag")
 		}
 		b = b[n:]
