@@ -3,8 +3,10 @@ package journal
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"iter"
+	"os"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2/sstable"
@@ -194,8 +196,13 @@ func (j *Journal) CheckTables() iter.Seq[error] {
 					continue // a virtual table shares its backing file
 				}
 				seen[num] = true
-				name := fmt.Sprintf("%06d.sst", num)
+				name := tableName(num)
 				if err := checkTable(j.fs, j.fs.PathJoin(j.dir, name), ro); err != nil {
+					if errors.Is(err, os.ErrNotExist) && !j.tableLive(num) {
+						// A compaction replaced it since the listing
+						// (the server checks while Pebble runs).
+						continue
+					}
 					if !yield(fmt.Errorf("%w: %s: %v", ErrCorrupt, name, err)) {
 						return
 					}
@@ -203,6 +210,27 @@ func (j *Journal) CheckTables() iter.Seq[error] {
 			}
 		}
 	}
+}
+
+// tableName is the name of the table file num.
+func tableName(num uint64) string { return fmt.Sprintf("%06d.sst", num) }
+
+// tableLive says whether the table backed by file num is in the store's
+// current version (or the version could not be listed: then it counts as
+// live, and its absence as damage).
+func (j *Journal) tableLive(num uint64) bool {
+	levels, err := j.db.SSTables()
+	if err != nil {
+		return true
+	}
+	for _, level := range levels {
+		for _, t := range level {
+			if uint64(t.BackingSSTNum) == num {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkTable reads every block of the table at path and checks its
