@@ -59,7 +59,7 @@ func leaseCRC(id int64, ttl []byte) uint32 {
 // decodeLease checks and decodes a lease key and value. Errors wrap
 // ErrCorrupt and name the lease.
 func decodeLease(k, v []byte) (LeaseRecord, error) {
-	if len(k) != leaseKeyLen {
+	if len(k) != leaseKeyLen || string(k[:len(leasePrefix)]) != leasePrefix {
 		return LeaseRecord{}, fmt.Errorf("%w: malformed lease key %q", ErrCorrupt, k)
 	}
 	id := int64(binary.BigEndian.Uint64(k[len(leasePrefix):]))
