@@ -113,9 +113,14 @@ func parseRecordKey(k []byte) (int64, error) {
 // recordCRC is the checksum of a record value: CRC-32C over the 8-byte
 // big-endian revision followed by the payload.
 func recordCRC(rev int64, payload []byte) uint32 {
-	var r [8]byte
-	binary.BigEndian.PutUint64(r[:], uint64(rev))
-	return crc32.Update(crc32.Checksum(r[:], castagnoli), castagnoli, payload)
+	// The revision's bytes go through the table one at a time (crc32's
+	// byte-wise update): an array handed to crc32.Checksum escapes to the
+	// heap, an allocation on every record written and read.
+	crc := ^uint32(0)
+	for shift := 56; shift >= 0; shift -= 8 {
+		crc = castagnoli[byte(crc)^byte(uint64(rev)>>shift)] ^ crc>>8
+	}
+	return crc32.Update(^crc, castagnoli, payload)
 }
 
 // appendRecordValue appends the record value (checksum and payload) of

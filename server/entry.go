@@ -23,14 +23,26 @@ func encodeEntry(proposer, proposal uint64, b *sequencer.Batch) ([]byte, [][]byt
 		CompactRevision: b.CompactRev,
 		SetAlarms:       b.SetAlarms,
 	}
+	// The records' values share one buffer, and the records one array:
+	// a few allocations a batch rather than a few a record.
 	values := make([][]byte, len(b.Records))
+	ends := make([]int, len(b.Records))
+	buf := make([]byte, 0, recordsSizeHint(b.Records))
 	for i, r := range b.Records {
-		v, err := journal.EncodeRecord(nil, r.Revision, r.Events)
-		if err != nil {
+		var err error
+		if buf, err = journal.EncodeRecord(buf, r.Revision, r.Events); err != nil {
 			return nil, nil, err
 		}
-		e.Records[i] = &raftv1.Record{Revision: r.Revision, Value: v}
+		ends[i] = len(buf)
+	}
+	recs := make([]raftv1.Record, len(b.Records))
+	start := 0
+	for i, end := range ends {
+		v := buf[start:end:end]
+		recs[i].Revision, recs[i].Value = b.Records[i].Revision, v
+		e.Records[i] = &recs[i]
 		values[i] = v
+		start = end
 	}
 	for _, c := range b.Leases {
 		e.Leases = append(e.Leases, &raftv1.LeaseChange{Id: c.ID, Ttl: c.TTL, Revoked: c.Revoked, Revision: c.Rev, Seq: c.Seq})
@@ -43,6 +55,23 @@ func encodeEntry(proposer, proposal uint64, b *sequencer.Batch) ([]byte, [][]byt
 	}
 	data, err := proto.Marshal(e)
 	return data, values, err
+}
+
+// recordsSizeHint is about the size of recs' encoded values, rather more
+// than less: what encodeEntry's buffer starts with, so that it is seldom
+// grown (and copied) while the records are appended.
+func recordsSizeHint(recs []journal.Record) int {
+	n := 0
+	for _, r := range recs {
+		n += 16 // checksum, revision
+		for _, ev := range r.Events {
+			n += 48 // tags, lengths, the event's type and the pair's revisions, version and lease
+			if kv := ev.Kv; kv != nil {
+				n += len(kv.Key) + len(kv.Value)
+			}
+		}
+	}
+	return n
 }
 
 // decodeEntry decodes an entry's data into the batch it carries (the record

@@ -134,8 +134,15 @@ func on[T any, Req any, Resp any, PReq interface {
 // leader otherwise, waiting up to etcd's request timeout for one.
 func atLeader[Req proto.Message, Resp proto.Message](s *Server, ctx context.Context, name string, req Req, local func() (Resp, error)) (Resp, error) {
 	var zero Resp
-	timeout := time.NewTimer(s.requestTimeout())
-	defer timeout.Stop()
+	// The timer starts with the call but is made only if the call has to
+	// wait: the leader's own calls, nearly all of them, never do.
+	start := time.Now()
+	var timeout *time.Timer
+	defer func() {
+		if timeout != nil {
+			timeout.Stop()
+		}
+	}()
 	for {
 		lead, ready, changed := s.lead.state()
 		switch {
@@ -158,6 +165,9 @@ func atLeader[Req proto.Message, Resp proto.Message](s *Server, ctx context.Cont
 			default:
 				return resp.(Resp), nil
 			}
+		}
+		if timeout == nil {
+			timeout = time.NewTimer(s.requestTimeout() - time.Since(start))
 		}
 		select {
 		case <-changed:

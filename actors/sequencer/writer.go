@@ -70,8 +70,9 @@ type writer struct {
 	onCommit func(*Batch)
 	onFail   func(error)
 	done     chan struct{}
-	inflight chan flight   // the flights, in order, to the answerer
-	slots    chan struct{} // one per flight on its way: MaxInFlight
+	inflight chan flight    // the flights, in order, to the answerer
+	slots    chan struct{}  // one per flight on its way: MaxInFlight
+	spare    chan []pending // answered flights' slices, for the proposer to take again
 	// gen is the actor's current generation; bad the newest generation
 	// whose decisions the log refused or lost (0: none). The actor reads
 	// bad to know its core must be rebuilt. gen changes under mu (newGen),
@@ -96,7 +97,8 @@ func newWriter(q *commitQueue, log Log, maxInFlight int, onCommit func(*Batch), 
 		maxInFlight = DefaultMaxInFlight
 	}
 	w := &writer{q: q, log: log, onCommit: onCommit, onFail: onFail, done: make(chan struct{}),
-		inflight: make(chan flight, maxInFlight), slots: make(chan struct{}, maxInFlight)}
+		inflight: make(chan flight, maxInFlight), slots: make(chan struct{}, maxInFlight),
+		spare: make(chan []pending, maxInFlight+1)}
 	w.gen.Store(1)
 	return w
 }
@@ -131,8 +133,15 @@ func (w *writer) markBad(gen uint64) {
 func (w *writer) run() {
 	defer close(w.inflight)
 	for {
-		w.slots <- struct{}{}         // freed by the answerer, or below
-		items, ok := w.q.TakeAll(nil) // a flight keeps its slice
+		w.slots <- struct{}{} // freed by the answerer, or below
+		// A flight keeps its slice until it is answered; the queue takes
+		// an answered one again, so that a batch's slice is seldom grown.
+		var done []pending
+		select {
+		case done = <-w.spare:
+		default:
+		}
+		items, ok := w.q.TakeAll(done)
 		if !ok {
 			return
 		}
@@ -229,6 +238,7 @@ func (w *writer) answer() {
 			for _, it := range f.items {
 				it.reply(it.out)
 			}
+			w.recycle(f.items)
 			continue
 		case errors.Is(err, ErrNotLeader) || errors.Is(err, ErrLost):
 		case f.err == nil: // the Log failed after taking the batch
@@ -241,5 +251,16 @@ func (w *writer) answer() {
 		for _, it := range f.items {
 			it.reply(Outcome{Err: err})
 		}
+		w.recycle(f.items)
+	}
+}
+
+// recycle hands an answered flight's slice back to the proposer, whole
+// (refused commands left out of the flight are past its length), if it has
+// room for it; the queue clears it before use.
+func (w *writer) recycle(items []pending) {
+	select {
+	case w.spare <- items[:cap(items)]:
+	default:
 	}
 }

@@ -19,11 +19,20 @@ type StoreTxn struct {
 	st      *mvcc.Overlay
 	begin   int64
 	changes []*mvccpb.Event
+	first   [1]*mvccpb.Event // changes' first array: most writes change one key
 }
 
 // NewStoreTxn begins a write transaction on st.
 func NewStoreTxn(st *mvcc.Overlay) *StoreTxn {
-	return &StoreTxn{st: st, begin: st.Rev()}
+	t := &StoreTxn{st: st, begin: st.Rev()}
+	t.changes = t.first[:0]
+	return t
+}
+
+// putEvent is a put's event and its pair, allocated together.
+type putEvent struct {
+	ev mvccpb.Event
+	kv mvccpb.KeyValue
 }
 
 // Rev is the revision reads see: the beginning one, or the new one once
@@ -61,9 +70,12 @@ func (t *StoreTxn) Put(key, value []byte, lease int64) int64 {
 	if prev := t.st.Latest(key); prev.Rev != 0 {
 		create, ver = prev.Created, prev.Version+1
 	}
-	kv := &mvccpb.KeyValue{Key: key, Value: value, CreateRevision: create, ModRevision: rev, Version: ver, Lease: lease}
+	p := new(putEvent)
+	kv := &p.kv
+	kv.Key, kv.Value, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease = key, value, create, rev, ver, lease
+	p.ev.Type, p.ev.Kv = mvccpb.Event_PUT, kv
 	t.st.Put(kv)
-	t.changes = append(t.changes, &mvccpb.Event{Type: mvccpb.Event_PUT, Kv: kv})
+	t.changes = append(t.changes, &p.ev)
 	return rev
 }
 

@@ -73,6 +73,7 @@ type pendingChange struct {
 type pendingKey struct {
 	key     string
 	changes []change
+	first   [1]change // changes' first array: most keys have one change pending
 }
 
 // change is one pending change of a key: the pair put at rev, or nil for
@@ -180,9 +181,10 @@ func (o *Overlay) release() {
 		o.pend[n] = pendingChange{}
 		n++
 	}
-	o.pend = o.pend[n:]
-	if len(o.pend) == 0 {
-		o.pend = o.pend[:0:0]
+	if n == len(o.pend) {
+		o.pend = o.pend[:0] // every one released and cleared: keep the array
+	} else {
+		o.pend = o.pend[n:]
 	}
 	o.floor = max(o.floor, applied)
 	o.baseReady = true
@@ -204,6 +206,7 @@ func (o *Overlay) add(key []byte, rev int64, kv *mvccpb.KeyValue) {
 	pk := o.lookup(key)
 	if pk == nil {
 		pk = &pendingKey{key: string(key)}
+		pk.changes = pk.first[:0]
 		o.keys.ReplaceOrInsert(pk)
 	}
 	pk.changes = append(pk.changes, change{rev: rev, kv: kv})

@@ -144,6 +144,32 @@ func TestStoreRecreateAfterDelete(t *testing.T) {
 	}
 }
 
+// TestRecreateAfterCompaction: a key whose whole history a compaction
+// dropped is gone from both the tree and the map of single-key lookups, so
+// that putting it again makes a new key that ranges and point reads both
+// find, with a fresh create revision and version.
+func TestRecreateAfterCompaction(t *testing.T) {
+	s := sample()
+	s.Compact(5) // b's deletion at 5 ends its only generation: b is dropped
+	if n := s.KeyCount(); n != 3 {
+		t.Fatalf("keys after compaction = %d, want 3 (a, c, d)", n)
+	}
+	if e := s.Latest([]byte("b")); e.Rev != 0 {
+		t.Fatalf("Latest(b) after compaction = %+v, want none", e)
+	}
+	s.Apply(7, []*mvccpb.Event{putEv("b", "again", 7, 7, 1)})
+	if e := s.Latest([]byte("b")); e.Rev != 7 || e.Created != 7 || e.Version != 1 {
+		t.Fatalf("Latest(b) = %+v, want rev 7, created 7, version 1", e)
+	}
+	kvs, n, _ := s.Range([]byte("a"), []byte("z"), 0, 0)
+	if keys(kvs) != "a=2,b=again,c=1,d=1" || n != 4 {
+		t.Fatalf("range after recreating b = %s (%d)", keys(kvs), n)
+	}
+	if ki := s.lookup([]byte("b")); shape(ki) != "{7}" {
+		t.Fatalf("b's generations = %s, want one begun at 7", shape(ki))
+	}
+}
+
 // TestCompactSomeInSteps: compacting a few keys at a time, with reads in
 // between, ends as one compaction does, and reads at or above the
 // compaction answer alike at every step.
