@@ -30,6 +30,11 @@ type ClusterOptions struct {
 	// Existing joins a running cluster (etcd's --initial-cluster-state
 	// existing) instead of starting a new one.
 	Existing bool
+	// ForceNewCluster makes a member restarting on its data the only
+	// member of its cluster (etcd's --force-new-cluster): it drops what
+	// its log holds uncommitted, removes every other member through its
+	// log, and elects itself. For a cluster that lost its quorum for good.
+	ForceNewCluster bool
 	// Token is etcd's --initial-cluster-token: members and cluster ids
 	// are computed from it and the peer URLs. Default DefaultToken.
 	Token string

@@ -179,6 +179,7 @@ func (s *Server) startRaft() error {
 		WALDir:                 walDir,
 		SnapDir:                snapDir,
 		Bootstrap:              boot,
+		ForceNewCluster:        co.ForceNewCluster,
 		Applied:                applied.Index,
 		TickInterval:           co.TickInterval,
 		ElectionTicks:          co.ElectionTicks,
@@ -214,10 +215,25 @@ func (s *Server) startRaft() error {
 		}
 	}
 	s.peers.tr.Store(tr)
+	go s.watchPeerErrors(tr.ErrorC)
 	if cs := st.GetConfState(); len(cs.Voters) == 1 && cs.Voters[0] == id {
 		node.Campaign() // a one-member cluster need not wait an election timeout
 	}
 	return nil
+}
+
+// watchPeerErrors stops the member on the peer transport's critical error,
+// as etcd's server does: rafthttp reports one when another member answers
+// that this one was removed from the cluster (while it was down, or by
+// another member's --force-new-cluster).
+func (s *Server) watchPeerErrors(errc <-chan error) {
+	select {
+	case err := <-errc:
+		s.log.Warn("server error", "err", err)
+		s.log.Warn("data-dir used by this member must be removed")
+		s.removedSelf()
+	case <-s.closing:
+	}
 }
 
 // PeerHandler serves the peer URLs: raft's transport (etcd's rafthttp),

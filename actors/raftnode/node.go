@@ -57,7 +57,7 @@ type toApply struct {
 func Start(opts Options) (*Node, bool, error) {
 	opts = opts.withDefaults()
 	lg := zapslog.New(opts.Logger.With("component", "raft"))
-	st, created, err := openStorage(lg, opts.WALDir, opts.SnapDir, opts.Metadata, opts.Bootstrap)
+	st, created, err := openStorage(lg, opts.WALDir, opts.SnapDir, opts.Metadata, opts.Bootstrap, opts.ForceNewCluster, opts.Applied, opts.ID)
 	if err != nil {
 		return nil, false, err
 	}

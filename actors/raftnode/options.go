@@ -77,6 +77,12 @@ type Options struct {
 	Metadata []byte
 	// Bootstrap is used when WALDir holds no log.
 	Bootstrap *Bootstrap
+	// ForceNewCluster rewrites an existing log into a one-member cluster
+	// of this member, as etcd's --force-new-cluster: the uncommitted
+	// entries are dropped and every other member removed (see
+	// forceNewCluster). Used to recover a cluster that lost its quorum for
+	// good; the removed members cannot come back under their ids.
+	ForceNewCluster bool
 	// Applied is the index of the last entry the state machine applied
 	// durably; raft hands back every committed entry after it.
 	Applied uint64

@@ -37,7 +37,11 @@ var ErrWALDamaged = errors.New("raftnode: the raft write-ahead log is damaged")
 // configuration, the same on every member) or empty (a member joining a
 // cluster, which gets everything from the leader). It returns the storage
 // and whether it was created.
-func openStorage(lg *zap.Logger, walDir, snapDir string, metadata []byte, boot *Bootstrap) (*storage, bool, error) {
+//
+// With forceNew set (etcd's --force-new-cluster), an existing log is
+// rewritten into a one-member cluster of self (see forceNewCluster), of
+// which the state machine applied up to applied.
+func openStorage(lg *zap.Logger, walDir, snapDir string, metadata []byte, boot *Bootstrap, forceNew bool, applied, self uint64) (*storage, bool, error) {
 	if err := os.MkdirAll(snapDir, 0o700); err != nil {
 		return nil, false, fmt.Errorf("raftnode: %w", err)
 	}
@@ -45,7 +49,7 @@ func openStorage(lg *zap.Logger, walDir, snapDir string, metadata []byte, boot *
 	if !wal.Exist(walDir) {
 		return s, true, s.create(walDir, metadata, boot)
 	}
-	return s, false, s.restart(walDir)
+	return s, false, s.restart(walDir, forceNew, applied, self)
 }
 
 func (s *storage) create(walDir string, metadata []byte, boot *Bootstrap) error {
@@ -79,7 +83,9 @@ func (s *storage) create(walDir string, metadata []byte, boot *Bootstrap) error 
 
 // restart reads the log back from the newest snapshot on record, as etcd
 // does: a torn tail is repaired once; any other damage is ErrWALDamaged.
-func (s *storage) restart(walDir string) error {
+// With forceNew set, what was read is rewritten (see forceNewCluster), and
+// what that adds saved, before raft gets it.
+func (s *storage) restart(walDir string, forceNew bool, applied, self uint64) error {
 	walSnaps, err := wal.ValidSnapshotEntries(s.lg, walDir)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrWALDamaged, err)
@@ -114,6 +120,11 @@ func (s *storage) restart(walDir string) error {
 			continue
 		}
 		s.wal = w
+		if forceNew {
+			if st, ents, err = s.forceNew(snapshot, st, ents, applied, self); err != nil {
+				return err
+			}
+		}
 		if snapshot != nil {
 			if err := s.mem.ApplySnapshot(snapshot); err != nil {
 				return fmt.Errorf("raftnode: %w", err)
@@ -124,6 +135,26 @@ func (s *storage) restart(walDir string) error {
 		}
 		return s.mem.Append(ents)
 	}
+}
+
+// forceNew rewrites the log read back (its snapshot, hard state and
+// entries) into a one-member cluster of self, and saves the entries that
+// adds, with the commit index that covers them (synced: Save syncs a hard
+// state with entries).
+func (s *storage) forceNew(snapshot *raftpb.Snapshot, st *raftpb.HardState, ents []*raftpb.Entry, applied, self uint64) (*raftpb.HardState, []*raftpb.Entry, error) {
+	md := snapshot.GetMetadata()
+	st, added, err := forceNewCluster(md.GetConfState(), md.GetIndex(), st, ents, applied, self)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.lg.Warn("forcing a new one-member cluster (--force-new-cluster)",
+		zap.Int("members-removed", len(added)), zap.Uint64("commit-index", st.GetCommit()))
+	if len(added) > 0 {
+		if err := s.wal.Save(st, added); err != nil {
+			return nil, nil, fmt.Errorf("raftnode: --force-new-cluster: %w", err)
+		}
+	}
+	return st, append(ents[:len(ents):len(ents)], added...), nil
 }
 
 // save persists a Ready's hard state and entries; the log syncs when raft

@@ -28,7 +28,7 @@ type clusterFlags struct {
 	state                                            *flags.SelectiveStringValue
 	heartbeat, election                              uint
 	snapshotCount, catchup                           uint64
-	preVote, strict, tickAdvance                     bool
+	preVote, strict, tickAdvance, forceNew           bool
 	maxLearners                                      int
 	maxSnapshots, maxWALs                            uint
 	tls                                              transport.TLSInfo
@@ -57,6 +57,7 @@ func registerClusterFlags(fs *flag.FlagSet) *clusterFlags {
 	fs.BoolVar(&c.tickAdvance, "initial-election-tick-advance", true, "fast-forward the first election's ticks on start")
 	fs.Uint64Var(&c.snapshotCount, "snapshot-count", 10000, "number of applied requests that trigger a raft snapshot (after which the log may be trimmed)")
 	fs.Uint64Var(&c.catchup, "snapshot-catchup-entries", 5000, "requests kept in the log after a raft snapshot for slow followers to catch up from")
+	fs.BoolVar(&c.forceNew, "force-new-cluster", false, "make this member, restarting on its data, the only member of its cluster (etcd's recovery from a lost quorum)")
 	fs.BoolVar(&c.strict, "strict-reconfig-check", true, "refuse membership changes that would leave the cluster without a quorum of started members")
 	fs.IntVar(&c.maxLearners, "max-learners", 1, "most learners the cluster may have")
 	fs.UintVar(&c.maxSnapshots, "max-snapshots", 5, "most raft snapshot files kept (0: unlimited)")
@@ -122,6 +123,7 @@ func (c *clusterFlags) finish(name string) (*clusterConfig, error) {
 	o.PreVote = c.preVote
 	o.SnapshotCount, o.SnapshotCatchUpEntries = c.snapshotCount, c.catchup
 	o.StrictReconfigCheck = c.strict
+	o.ForceNewCluster = c.forceNew
 	if c.maxLearners < 1 {
 		return nil, fmt.Errorf("--max-learners: %d is not a positive number", c.maxLearners)
 	}

@@ -77,6 +77,7 @@ type fileConfig struct {
 	SnapshotCount               uint64             `json:"snapshot-count"`
 	SnapshotCatchUpEntries      uint64             `json:"snapshot-catchup-entries"`
 	StrictReconfigCheck         bool               `json:"strict-reconfig-check"`
+	ForceNewCluster             bool               `json:"force-new-cluster"`
 	MaxLearners                 int                `json:"max-learners"`
 	MaxSnapshots                uint               `json:"max-snapshots"`
 	MaxWALs                     uint               `json:"max-wals"`

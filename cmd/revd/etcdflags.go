@@ -47,7 +47,6 @@ type ignoredFlag struct {
 
 const (
 	whyPeers     = "revd's peer transport has etcd's own timeouts and checks"
-	whyRaft      = "revd keeps raft's log as it needs it"
 	whyStorage   = "revd's journal is not bbolt"
 	whyDiscovery = "revd takes its members from --initial-cluster and discovers none"
 	whyDropped   = "etcd itself no longer supports it and ignores it"
@@ -74,7 +73,6 @@ var ignoredEtcdFlags = []ignoredFlag{
 	{"discovery-srv", kindString, whyDiscovery, nil},
 	{"discovery-srv-name", kindString, whyDiscovery, nil},
 	{"discovery-fallback", kindOneOf, whyDiscovery, []string{"exit", "proxy"}},
-	{"force-new-cluster", kindBool, whyRaft, nil},
 	{"wal-dir", kindString, "revd's journal is its write-ahead log, in --data-dir", nil},
 	{"backend-batch-interval", kindDuration, whyStorage, nil},
 	{"backend-batch-limit", kindInt, whyStorage, nil},
