@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -81,12 +82,16 @@ type EmbeddedOptions struct {
 // routes on Listen ("host:port") and connects to Routes
 // ("nats-route://host:port", the other members'; a member it reaches tells
 // it of the rest). Name is this server's name in the cluster, which must be
-// unique (the revd member's name). Routes are not authenticated: bind
-// Listen to the network the members share, as their peer URLs.
+// unique (the revd member's name). With TLS, every route, accepted or
+// dialed, is a TLS connection with that configuration (revd gives the
+// members' peer TLS: their certificates, and the CA that verifies them);
+// without, routes are neither authenticated nor encrypted, as the peer
+// URLs' plain http.
 type ClusterOptions struct {
 	Listen string
 	Routes []string
 	Name   string
+	TLS    *tls.Config
 }
 
 // The users of revd's own connections to the embedded server when
@@ -242,6 +247,10 @@ func (c ClusterOptions) apply(sopts *server.Options) error {
 		return fmt.Errorf("bus: bad NATS cluster listen port in %q", c.Listen)
 	}
 	sopts.Cluster = server.ClusterOpts{Name: "revd", Host: host, Port: port}
+	if c.TLS != nil {
+		sopts.Cluster.TLSConfig = c.TLS
+		sopts.Cluster.TLSTimeout = 5 // seconds, for the handshake
+	}
 	if c.Name != "" {
 		sopts.ServerName = c.Name
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -158,6 +159,35 @@ func (cc *clusterConfig) selfCert(dataDir string) error {
 	}
 	cc.PeerTLS = tls
 	return nil
+}
+
+// natsRouteTLS is the TLS of the routes between the members' embedded NATS
+// servers (--nats-cluster-listen): the peer port's, when it has one
+// (--peer-cert-file or --peer-auto-tls), so that the NATS traffic between
+// members is as private as their raft traffic. One configuration serves
+// the routes a server accepts (its certificate; the other members' checked
+// against --peer-trusted-ca-file, required with --peer-client-cert-auth)
+// and those it dials (the client certificate; the other member's checked
+// against the same CA, the system's without one, or, with --peer-auto-tls's
+// self-signed certificates, not checked, as etcd dials its peers then).
+// nil: plain.
+func (cc *clusterConfig) natsRouteTLS() (*tls.Config, error) {
+	info := cc.PeerTLS
+	if info.Empty() {
+		return nil, nil
+	}
+	cfg, err := info.ServerConfig()
+	if err != nil {
+		return nil, fmt.Errorf("--nats-cluster-listen: the peer TLS: %w", err)
+	}
+	cfg.NextProtos = nil // etcd's config offers HTTP/2; NATS speaks its own protocol
+	switch {
+	case cfg.ClientCAs != nil:
+		cfg.RootCAs = cfg.ClientCAs
+	case cc.autoTLS:
+		cfg.InsecureSkipVerify = true
+	}
+	return cfg, nil
 }
 
 // sameURLSet reports whether a and b hold the same URLs, in any order.

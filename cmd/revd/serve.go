@@ -49,6 +49,11 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	// The store opens after NATS starts (it publishes on the feed); until
 	// then the bus's etcd users (--nats-auth=etcd) cannot be checked, and
 	// clients are refused.
+	// --peer-auto-tls's certificate, before NATS starts: its routes use
+	// the peer TLS.
+	if err := cfg.cluster.selfCert(cfg.dataDir); err != nil {
+		return err
+	}
 	var store atomic.Pointer[server.Server]
 	busUsers := newBusUsers(cfg, &store)
 	feedNC, nc, ns, stopNATS, err := connectNATS(cfg, log, busUsers)
@@ -67,9 +72,6 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	}
 	if quota > 8<<30 {
 		log.Warn("quota exceeds the maximum value etcd suggests (8 GiB)", "quota-size-bytes", quota)
-	}
-	if err := cfg.cluster.selfCert(cfg.dataDir); err != nil {
-		return err
 	}
 	// A member removed from the cluster stops, as etcd does.
 	ctx, removed := context.WithCancelCause(ctx)
@@ -323,10 +325,14 @@ func connectNATS(cfg *config, log *slog.Logger, busUsers *bus.BusUsers) (feedNC,
 	secret := make([]byte, 24)
 	rand.Read(secret)
 	internal := base64.RawURLEncoding.EncodeToString(secret)
+	routeTLS, err := cfg.cluster.natsRouteTLS()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
 	eopts := bus.EmbeddedOptions{Listen: cfg.natsListen, Logger: log.With("component", "nats"),
 		Username: cfg.natsUser, Password: cfg.natsPassword, InternalPassword: internal, SubjectPrefix: cfg.natsSubjectRoot,
 		Users:   busUsers,
-		Cluster: bus.ClusterOptions{Listen: cfg.natsCluster, Routes: cfg.natsRoutes, Name: natsMember(cfg)}}
+		Cluster: bus.ClusterOptions{Listen: cfg.natsCluster, Routes: cfg.natsRoutes, Name: natsMember(cfg), TLS: routeTLS}}
 	ns, err := bus.StartEmbedded(eopts)
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("starting the embedded NATS server on %s: %w", cfg.natsListen, err)

@@ -26,6 +26,9 @@ type ClusterOptions struct {
 	NATSURL string
 	// ExtraArgs are every member's extra flags.
 	ExtraArgs []string
+	// PeerScheme is the peer URLs' scheme, "http" (default) or "https"
+	// (ExtraArgs then give the --peer-* TLS flags).
+	PeerScheme string
 }
 
 // Cluster is a running cluster of etcd or revd members whose failures fail
@@ -55,7 +58,7 @@ func StartCluster(t testing.TB, kind string, opts ClusterOptions) *Cluster {
 	}
 	sc, err := serverproc.StartCluster(context.Background(), serverproc.ClusterConfig{
 		Config:  serverproc.Config{Kind: kind, Bin: bin, LogLevel: logLevel, ExtraArgs: opts.ExtraArgs, NATSURL: opts.NATSURL},
-		Members: opts.Members, DataDirs: dirs, Proxy: opts.Proxy, NATSCluster: opts.NATSCluster,
+		Members: opts.Members, DataDirs: dirs, Proxy: opts.Proxy, NATSCluster: opts.NATSCluster, PeerScheme: opts.PeerScheme,
 	})
 	if err != nil {
 		t.Fatal(err)

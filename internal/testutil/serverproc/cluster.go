@@ -28,6 +28,9 @@ type ClusterConfig struct {
 	// NATSCluster makes revd members' embedded NATS servers one NATS
 	// cluster (--nats-cluster-listen, --nats-routes).
 	NATSCluster bool
+	// PeerScheme is the peer URLs' scheme: "http" (the default) or
+	// "https" (Config.ExtraArgs then give the --peer-* TLS flags).
+	PeerScheme string
 }
 
 // Cluster is a running cluster: member i is Members[i], named Names[i],
@@ -58,7 +61,11 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	listen := make([]string, n)
 	for i := range n {
 		c.Names = append(c.Names, "m"+strconv.Itoa(i+1))
-		listen[i] = "http://127.0.0.1:" + strconv.Itoa(ports[i])
+		scheme := cfg.PeerScheme
+		if scheme == "" {
+			scheme = "http"
+		}
+		listen[i] = scheme + "://127.0.0.1:" + strconv.Itoa(ports[i])
 		c.PeerURLs = append(c.PeerURLs, listen[i])
 		if cfg.Proxy {
 			p, err := NewPeerProxy(listen[i])
