@@ -221,6 +221,12 @@ func RestoreSnapshot(file, dir string) (Meta, error) {
 	if err != nil {
 		return Meta{}, fmt.Errorf("%w: the restored directory does not open: %v", ErrBadSnapshot, err)
 	}
+	return closeAndMove(j, tmp, dir)
+}
+
+// closeAndMove closes j, the restored journal built in tmp, and renames
+// tmp to dir, durably; it returns j's meta.
+func closeAndMove(j *Journal, tmp, dir string) (Meta, error) {
 	m := j.Meta()
 	if err := j.Close(); err != nil {
 		return Meta{}, err

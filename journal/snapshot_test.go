@@ -154,3 +154,71 @@ func tarOf(t *testing.T, names ...string) []byte {
 }
 
 func withSum(b []byte) []byte { return append(b, sum256(b)...) }
+
+// TestRestoreSnapshotAs: a member's snapshot restored for a new cluster
+// loses the old cluster's membership (so that revd bootstraps the new one
+// from its flags), keeps its records and raft index, and takes the ids
+// given, or keeps its own without them; half an identity is refused and
+// leaves nothing behind.
+func TestRestoreSnapshotAs(t *testing.T) {
+	h := newHistory(5, 20)
+	j := openT(t, t.TempDir())
+	commitT(t, j, h.records...)
+	b := j.NewBatch()
+	b.SetClusterState([]byte("the old cluster's members"))
+	b.SetApplied(Applied{Index: 42, Term: 7})
+	if err := j.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+	s, err := j.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "snap.db")
+	writeSnapshotFile(t, s, file)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	src := j.Meta()
+	last := h.records[len(h.records)-1].Revision
+
+	for _, tc := range []struct {
+		name               string
+		cluster, member    uint64
+		wantClus, wantMemb uint64
+	}{
+		{"new ids", 0xc1, 0xa1, 0xc1, 0xa1},
+		{"the snapshot's ids", 0, 0, src.ClusterID, src.MemberID},
+	} {
+		dir := filepath.Join(t.TempDir(), "restored")
+		m, err := RestoreSnapshotAs(file, dir, RestoreOptions{ClusterID: tc.cluster, MemberID: tc.member})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if m.ClusterID != tc.wantClus || m.MemberID != tc.wantMemb || m.LastRev != last {
+			t.Errorf("%s: meta %+v, want ids %x/%x and last revision %d", tc.name, m, tc.wantClus, tc.wantMemb, last)
+		}
+		r := openT(t, dir)
+		if r.Meta().ClusterID != tc.wantClus || r.Meta().MemberID != tc.wantMemb {
+			t.Errorf("%s: reopened with ids %x/%x", tc.name, r.Meta().ClusterID, r.Meta().MemberID)
+		}
+		if st, err := r.ClusterState(); err != nil || st != nil {
+			t.Errorf("%s: cluster state %q, %v; want none", tc.name, st, err)
+		}
+		if a, err := r.Applied(); err != nil || a != (Applied{Index: 42, Term: 7}) {
+			t.Errorf("%s: applied %+v, %v; want the snapshot's 42/7", tc.name, a, err)
+		}
+		checkFolded(t, r, h, 0, last)
+		closeT(t, r)
+		if left, _ := filepath.Glob(dir + ".*"); len(left) != 0 {
+			t.Errorf("%s: left %v beside the directory", tc.name, left)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "half")
+	if _, err := RestoreSnapshotAs(file, out, RestoreOptions{ClusterID: 1}); err == nil {
+		t.Error("a cluster id without a member id was taken")
+	}
+	if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused restore left %s: %v", out, err)
+	}
+}

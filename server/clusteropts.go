@@ -120,6 +120,17 @@ func initialMembers(lg *zap.Logger, name string, o ClusterOptions) (clusterID, s
 	return uint64(c.ID()), self, members, nil
 }
 
+// MemberIdentity is the cluster id and member id that a member named name
+// gets in the new cluster o describes (--initial-cluster, its token, the
+// member's peer URLs), computed as etcd computes them: what a member
+// restored from a snapshot into that cluster must hold (revctl journal
+// restore, as etcdutl snapshot restore).
+func MemberIdentity(name string, o ClusterOptions) (clusterID, memberID uint64, err error) {
+	o = o.withDefaults(name)
+	clusterID, memberID, _, err = initialMembers(zap.NewNop(), name, o)
+	return clusterID, memberID, err
+}
+
 func sameURLs(a, b []string) bool {
 	if len(a) != len(b) {
 		return false

@@ -12,6 +12,7 @@ import (
 
 	"revd/cmd/revctl/internal/journaltool"
 	"revd/journal"
+	"revd/server"
 )
 
 // The journal commands replay a data directory's journal offline (package
@@ -39,8 +40,8 @@ var journalSubcommands = []struct{ name, use, short string }{
 		"Builds a new data directory from an export (FILE - reads stdin)"},
 	{"verify", "verify --data-dir DIR [--progress]",
 		"Reads every file (WALs, tables, MANIFEST, high-water mark), checks checksums, revision sequence, fold rules; prints the state hash"},
-	{"restore", "restore FILE --out DIR",
-		"Builds a new data directory from a snapshot file (etcdctl snapshot save against revd)"},
+	{"restore", "restore FILE --out DIR [--name N --initial-cluster N=URL,... --initial-cluster-token T --initial-advertise-peer-urls URL]",
+		"Builds a new data directory from a snapshot file (etcdctl snapshot save against revd): a one-member cluster, or member N of a new cluster"},
 	{"rebuild", "rebuild --data-dir DIR --out DIR [--at-rev R] [--accept-loss] [--progress]",
 		"Builds a new data directory as of revision R (default: the last)"},
 	{"stats", "stats --data-dir DIR [-w json]",
@@ -56,22 +57,28 @@ var journalSubcommands = []struct{ name, use, short string }{
 // journalFlagOwners says which subcommands take each journal flag; every
 // subcommand refuses the others' flags.
 var journalFlagOwners = map[string][]string{
-	"data-dir":    {"export", "verify", "rebuild", "stats"},
-	"from":        {"export", "tail"},
-	"to":          {"export"},
-	"prefix":      {"export"},
-	"format":      {"export", "tail"},
-	"progress":    {"export", "import", "verify", "rebuild"},
-	"out":         {"import", "restore", "rebuild"},
-	"at-rev":      {"rebuild"},
-	"accept-loss": {"export", "rebuild"},
-	"rev":         {"hash"},
+	"data-dir":                    {"export", "verify", "rebuild", "stats"},
+	"from":                        {"export", "tail"},
+	"to":                          {"export"},
+	"prefix":                      {"export"},
+	"format":                      {"export", "tail"},
+	"progress":                    {"export", "import", "verify", "rebuild"},
+	"out":                         {"import", "restore", "rebuild"},
+	"name":                        {"restore"},
+	"initial-cluster":             {"restore"},
+	"initial-cluster-token":       {"restore"},
+	"initial-advertise-peer-urls": {"restore"},
+	"at-rev":                      {"rebuild"},
+	"accept-loss":                 {"export", "rebuild"},
+	"rev":                         {"hash"},
 }
 
 type journalOptions struct {
 	dataDir, out, prefix, format string
-	from, to, atRev, rev         int64
-	progress, acceptLoss         bool
+	// restore into a member of a new cluster (etcdutl snapshot restore's)
+	name, initialCluster, token, peerURLs string
+	from, to, atRev, rev                  int64
+	progress, acceptLoss                  bool
 }
 
 func journalCommand(r *runner, fs *flagSet) func([]string) error {
@@ -84,6 +91,11 @@ func journalCommand(r *runner, fs *flagSet) func([]string) error {
 	f.StringVar(&o.format, "format", "jsonl", "export: jsonl or proto (import tells them apart itself)")
 	f.BoolVar(&o.progress, "progress", false, "show a progress bar on stderr even when it is not a terminal")
 	f.StringVar(&o.out, "out", "", "import, rebuild: the data directory to create (must not exist, or be empty); restore: the data directory to create (must not exist)")
+	f.StringVar(&o.name, "name", "default", "restore: the member's name in --initial-cluster")
+	f.StringVar(&o.initialCluster, "initial-cluster", "", "restore: the new cluster the member will start, name=peer-url,... as revd's --initial-cluster "+
+		"(default: a one-member cluster of the snapshot's member)")
+	f.StringVar(&o.token, "initial-cluster-token", "etcd-cluster", "restore: the new cluster's token, as revd's --initial-cluster-token")
+	f.StringVar(&o.peerURLs, "initial-advertise-peer-urls", "http://localhost:2380", "restore: the member's peer URLs, as revd's --initial-advertise-peer-urls")
 	f.Int64Var(&o.atRev, "at-rev", 0, "rebuild: the revision to rebuild at (default: the last)")
 	f.Int64Var(&o.rev, "rev", 0, "hash: the revision to hash (default: the newest)")
 	f.BoolVar(&o.acceptLoss, "accept-loss", false, "export, rebuild: read a data directory that lost acknowledged writes "+
@@ -262,8 +274,10 @@ func (r *runner) journalImport(args []string, o journalOptions) error {
 	return nil
 }
 
-// journalRestore unpacks a snapshot file (journal.RestoreSnapshot) into a
-// new data directory.
+// journalRestore unpacks a snapshot file into a new data directory
+// (journal.RestoreSnapshotAs): a one-member cluster of the snapshot's
+// member, or, with --initial-cluster, a member of that new cluster, ids
+// computed as revd computes them (etcdutl snapshot restore's flags).
 func (r *runner) journalRestore(args []string, o journalOptions) error {
 	if err := needArgs("restore", args, 1, "one argument: the snapshot file"); err != nil {
 		return err
@@ -274,13 +288,39 @@ func (r *runner) journalRestore(args []string, o journalOptions) error {
 	if _, err := os.Stat(args[0]); err != nil {
 		return journalUsageErr("%v", err)
 	}
-	m, err := journal.RestoreSnapshot(args[0], o.out)
+	var ro journal.RestoreOptions
+	if o.initialCluster != "" {
+		co, err := restoreCluster(o)
+		if err != nil {
+			return journalUsageErr("%v", err)
+		}
+		if ro.ClusterID, ro.MemberID, err = server.MemberIdentity(o.name, co); err != nil {
+			return journalUsageErr("%v", err)
+		}
+	}
+	m, err := journal.RestoreSnapshotAs(args[0], o.out, ro)
 	if err != nil {
 		return failed(err)
 	}
 	fmt.Fprintf(r.stdout, "restored %s at revision %d (compact revision %d, base revision %d)\n",
 		o.out, m.LastRev, m.CompactRev, m.BaseRev)
 	return nil
+}
+
+// restoreCluster reads restore's cluster flags as revd reads its own.
+func restoreCluster(o journalOptions) (server.ClusterOptions, error) {
+	co := server.ClusterOptions{InitialCluster: map[string][]string{}, Token: o.token}
+	for _, m := range strings.Split(o.initialCluster, ",") {
+		n, u, ok := strings.Cut(strings.TrimSpace(m), "=")
+		if !ok || n == "" || u == "" {
+			return co, fmt.Errorf("--initial-cluster: %q is not name=peer-url", m)
+		}
+		co.InitialCluster[n] = append(co.InitialCluster[n], u)
+	}
+	for _, u := range strings.Split(o.peerURLs, ",") {
+		co.PeerURLs = append(co.PeerURLs, strings.TrimSpace(u))
+	}
+	return co, nil
 }
 
 func (r *runner) journalRebuild(args []string, o journalOptions) error {

@@ -29,6 +29,10 @@ type ClusterOptions struct {
 	// PeerScheme is the peer URLs' scheme, "http" (default) or "https"
 	// (ExtraArgs then give the --peer-* TLS flags).
 	PeerScheme string
+	// Prepare, if set, fills the members' (empty) data directories before
+	// they start, knowing their names and peer URLs (see
+	// serverproc.ClusterConfig.Prepare).
+	Prepare func(dataDirs, names, peerURLs []string) error
 }
 
 // Cluster is a running cluster of etcd or revd members whose failures fail
@@ -56,9 +60,14 @@ func StartCluster(t testing.TB, kind string, opts ClusterOptions) *Cluster {
 	for range opts.Members {
 		dirs = append(dirs, t.TempDir())
 	}
+	var prepare func(names, peerURLs []string) error
+	if opts.Prepare != nil {
+		prepare = func(names, peerURLs []string) error { return opts.Prepare(dirs, names, peerURLs) }
+	}
 	sc, err := serverproc.StartCluster(context.Background(), serverproc.ClusterConfig{
 		Config:  serverproc.Config{Kind: kind, Bin: bin, LogLevel: logLevel, ExtraArgs: opts.ExtraArgs, NATSURL: opts.NATSURL},
 		Members: opts.Members, DataDirs: dirs, Proxy: opts.Proxy, NATSCluster: opts.NATSCluster, PeerScheme: opts.PeerScheme,
+		Prepare: prepare,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -31,7 +31,15 @@ type ClusterConfig struct {
 	// PeerScheme is the peer URLs' scheme: "http" (the default) or
 	// "https" (Config.ExtraArgs then give the --peer-* TLS flags).
 	PeerScheme string
+	// Prepare, if set, is called once the members' names and peer URLs
+	// are chosen, before any starts (their --initial-cluster is each
+	// name=URL, their --initial-cluster-token ClusterToken): to fill their
+	// data directories for that cluster, say.
+	Prepare func(names, peerURLs []string) error
 }
+
+// ClusterToken is the --initial-cluster-token of StartCluster's members.
+const ClusterToken = "serverproc"
 
 // Cluster is a running cluster: member i is Members[i], named Names[i],
 // reached by its peers at PeerURLs[i] (its proxy's, with Proxy).
@@ -81,6 +89,12 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	for i := range n {
 		initial = append(initial, c.Names[i]+"="+c.PeerURLs[i])
 	}
+	if cfg.Prepare != nil {
+		if err := cfg.Prepare(c.Names, c.PeerURLs); err != nil {
+			c.close()
+			return nil, err
+		}
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {
@@ -94,7 +108,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			"--listen-peer-urls=" + listen[i],
 			"--initial-advertise-peer-urls=" + c.PeerURLs[i],
 			"--initial-cluster=" + strings.Join(initial, ","),
-			"--initial-cluster-token=serverproc",
+			"--initial-cluster-token=" + ClusterToken,
 		}, cfg.ExtraArgs...)
 		if cfg.NATSCluster && cfg.Kind == KindRevd {
 			var routes []string
