@@ -235,6 +235,9 @@ func (s *Server) send(ctx context.Context, cmd *sequencer.Command) (proto.Messag
 	if err := s.failedErr(); err != nil {
 		return nil, err
 	}
+	if err := s.requestLimit(cmd.Req); err != nil {
+		return nil, err
+	}
 	w := replies.Get().(*reply)
 	cmd.Reply = w.send
 	return atLeader(s, ctx, forwardName(cmd.Req), cmd.Req, func() (proto.Message, error) {

@@ -130,6 +130,10 @@ type Options struct {
 	// CORRUPT alarm for a member whose hash differs (see hashcheck.go).
 	// Default 0: never, as etcd.
 	CorruptCheckTime time.Duration
+	// PriorityRequest is etcd's feature gate PriorityRequest: a lease
+	// revoke is refused for a member's apply backlog only at twice the gap
+	// other requests are (see requestlimit.go). Default off, as etcd.
+	PriorityRequest bool
 	// CompactHashCheck is etcd's feature gate CompactHashCheck: every
 	// CompactHashCheckTime the leader compares the hashes the members
 	// computed at their last compactions. Default off, as etcd.

@@ -32,6 +32,10 @@ func (s *Server) shareToken(ctx context.Context, t *raftv1.SimpleToken) (*raftv1
 // it (here when this member leads and is ready; at the leader, which gets
 // m as method name, otherwise), and answers m once this member applied it.
 func proposeAtLeader[M proto.Message](s *Server, ctx context.Context, name string, m M, e *raftv1.Entry) (M, error) {
+	if err := s.requestLimit(nil); err != nil {
+		var zero M
+		return zero, err
+	}
 	return atLeader(s, ctx, name, m, func() (M, error) {
 		var zero M
 		if !s.lead.ready() {

@@ -19,9 +19,9 @@ import (
 // only matters with the feature gate CompactHashCheck) and --feature-gates,
 // parsed by etcd's own feature gate (its names, defaults and errors: an
 // unknown gate or a value that is not a bool is refused as etcd refuses
-// it). revd acts on two gates, CompactHashCheck and InitialCorruptCheck
-// (see server/hashcheck.go); setting any other is named in a warning, with
-// why it changes nothing.
+// it). revd acts on three gates, CompactHashCheck and InitialCorruptCheck
+// (see server/hashcheck.go) and PriorityRequest (server/requestlimit.go);
+// setting any other is named in a warning, with why it changes nothing.
 
 // checkFlags are the values the flags fill.
 type checkFlags struct {
@@ -35,6 +35,7 @@ type checkConfig struct {
 	compactHashCheckTime time.Duration
 	compactHashCheck     bool // feature gate CompactHashCheck
 	initialCorruptCheck  bool // feature gate InitialCorruptCheck
+	priorityRequest      bool // feature gate PriorityRequest
 }
 
 // ignoredGates are etcd's feature gates revd has no switch for, with why.
@@ -45,7 +46,6 @@ var ignoredGates = map[featuregate.Feature]string{
 	features.LeaseCheckpointPersist:       "revd does not checkpoint lease deadlines: a new leader gives every lease its full TTL, etcd's default",
 	features.SetMemberLocalAddr:           "revd's peer transport dials from the address the system picks",
 	features.FastLeaseKeepAlive:           "revd's leader renews a lease without waiting for its applied index either way",
-	features.PriorityRequest:              "revd applies requests in the order of the log",
 }
 
 func registerCheckFlags(fs *flag.FlagSet) *checkFlags {
@@ -55,7 +55,7 @@ func registerCheckFlags(fs *flag.FlagSet) *checkFlags {
 	fs.DurationVar(&c.compactHashCheckTime, "compact-hash-check-time", server.DefaultCompactHashCheckTime,
 		"how often the leader compares the hashes the members computed at their compactions (with --feature-gates=CompactHashCheck=true)")
 	fs.Var(gatesFlag{c.gates}, "feature-gates",
-		"etcd's feature gates, key=value pairs (CompactHashCheck=true,InitialCorruptCheck=true are the ones revd acts on)")
+		"etcd's feature gates, key=value pairs (CompactHashCheck, InitialCorruptCheck and PriorityRequest are the ones revd acts on)")
 	return c
 }
 
@@ -102,5 +102,6 @@ func (c *checkFlags) finish() (checkConfig, []string, error) {
 		compactHashCheckTime: c.compactHashCheckTime,
 		compactHashCheck:     c.gates.Enabled(features.CompactHashCheck),
 		initialCorruptCheck:  c.gates.Enabled(features.InitialCorruptCheck),
+		priorityRequest:      c.gates.Enabled(features.PriorityRequest),
 	}, warnings, nil
 }

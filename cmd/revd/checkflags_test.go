@@ -15,12 +15,12 @@ func TestCheckFlags(t *testing.T) {
 		t.Errorf("defaults %+v, want %+v (etcd's: no check, 1m, both gates off)", cfg.check, want)
 	}
 	cfg = mustParse(t, []string{"--corrupt-check-time=3s", "--compact-hash-check-time=2s",
-		"--feature-gates=CompactHashCheck=true,InitialCorruptCheck=true"}, nil)
-	if want := (checkConfig{3 * time.Second, 2 * time.Second, true, true}); cfg.check != want {
+		"--feature-gates=CompactHashCheck=true,InitialCorruptCheck=true,PriorityRequest=true"}, nil)
+	if want := (checkConfig{3 * time.Second, 2 * time.Second, true, true, true}); cfg.check != want {
 		t.Errorf("flags %+v, want %+v", cfg.check, want)
 	}
 	cfg = mustParse(t, nil, []string{"ETCD_CORRUPT_CHECK_TIME=4s", "ETCD_FEATURE_GATES=CompactHashCheck=true"})
-	if want := (checkConfig{4 * time.Second, time.Minute, true, false}); cfg.check != want {
+	if want := (checkConfig{4 * time.Second, time.Minute, true, false, false}); cfg.check != want {
 		t.Errorf("environment %+v, want %+v", cfg.check, want)
 	}
 	cfg, err := parseFlags([]string{"--config-file=" + writeFile(t, `
@@ -32,7 +32,7 @@ feature-gates: InitialCorruptCheck=true
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (checkConfig{5 * time.Second, 6 * time.Second, false, true}); cfg.check != want {
+	if want := (checkConfig{5 * time.Second, 6 * time.Second, false, true, false}); cfg.check != want {
 		t.Errorf("config file %+v, want %+v", cfg.check, want)
 	}
 
@@ -47,7 +47,7 @@ feature-gates: InitialCorruptCheck=true
 			t.Errorf("no warning %q in %q", want, cfg.warnings)
 		}
 	}
-	if hasLine(cfg.warnings, "CompactHashCheck") || hasLine(cfg.warnings, "corrupt-check-time") {
+	if hasLine(cfg.warnings, "CompactHashCheck") || hasLine(cfg.warnings, "PriorityRequest") || hasLine(cfg.warnings, "corrupt-check-time") {
 		t.Errorf("warnings %q name flags revd acts on", cfg.warnings)
 	}
 }

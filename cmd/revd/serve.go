@@ -102,6 +102,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		CompactHashCheck:      cfg.check.compactHashCheck,
 		CompactHashCheckTime:  cfg.check.compactHashCheckTime,
 		InitialCorruptCheck:   cfg.check.initialCorruptCheck,
+		PriorityRequest:       cfg.check.priorityRequest,
 		OnRemoved:             func() { removed(errRemoved) },
 	})
 	if err != nil {
