@@ -181,6 +181,7 @@ func (s *Server) startRaft() error {
 		Bootstrap:              boot,
 		ForceNewCluster:        co.ForceNewCluster,
 		Applied:                applied.Index,
+		AppliedConfState:       appliedConfState(st, applied),
 		TickInterval:           co.TickInterval,
 		ElectionTicks:          co.ElectionTicks,
 		PreVote:                co.PreVote,
@@ -220,6 +221,17 @@ func (s *Server) startRaft() error {
 		node.Campaign() // a one-member cluster need not wait an election timeout
 	}
 	return nil
+}
+
+// appliedConfState is raft's configuration as the journal recorded it at
+// its applied index, for raftnode.Options.AppliedConfState; nil for a
+// journal that applied no entry of the log (a member joining, or one just
+// bootstrapped: raft's own snapshot holds the configuration then).
+func appliedConfState(st *raftv1.ClusterState, applied journal.Applied) *raftpb.ConfState {
+	if applied.Index == 0 || st.GetConfState() == nil || len(st.GetConfState().GetVoters()) == 0 {
+		return nil
+	}
+	return st.GetConfState()
 }
 
 // watchPeerErrors stops the member on the peer transport's critical error,

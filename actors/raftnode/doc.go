@@ -23,6 +23,16 @@
 // last SnapshotCatchUpEntries requests, and builds the snapshots raft asks
 // to send to a follower too far behind (the StateMachine streams its data).
 //
+// # Restarting
+//
+// A member restarts from its log: the newest raft snapshot on disk, the
+// entries after it, and the index its state machine applied. raft hands
+// back only the entries after that index, and takes its configuration from
+// the log's snapshot, so the log is rebased in memory on a snapshot at the
+// applied index with the configuration the state machine recorded there
+// (Options.AppliedConfState): a membership change applied since the last
+// raft snapshot is not lost to raft (storage.rebase).
+//
 // # Requests, not entries
 //
 // revd's entries carry a whole group commit each, so where etcd counts log

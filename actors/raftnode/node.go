@@ -75,6 +75,13 @@ func Start(opts Options) (*Node, bool, error) {
 		return nil, false, fmt.Errorf("%w: %s: the log ends at index %d, but the state machine applied up to %d: "+
 			"the records after are damaged", ErrWALDamaged, opts.WALDir, last, opts.Applied)
 	}
+	if cs := opts.AppliedConfState; cs != nil && !created {
+		if err := st.rebase(opts.Applied, cs); err != nil {
+			st.close()
+			return nil, false, err
+		}
+		first, _ = st.mem.FirstIndex()
+	}
 	n := &Node{
 		opts:     opts,
 		st:       st,

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -32,9 +33,10 @@ type counter struct {
 	mu       sync.Mutex
 	applied  []uint64
 	index    uint64
-	snapshot func() []uint64 // the leader's numbers, for SnapshotMessage
-	dir      string          // its snap directory, for ApplySnapshot
-	snaps    int             // snapshots applied
+	snapshot func() []uint64   // the leader's numbers, for SnapshotMessage
+	dir      string            // its snap directory, for ApplySnapshot
+	snaps    int               // snapshots applied
+	cs       *raftpb.ConfState // the configuration after the last membership change applied
 }
 
 func (c *counter) Apply(ent *raftpb.Entry) (uint64, error) {
@@ -49,9 +51,9 @@ func (c *counter) Apply(ent *raftpb.Entry) (uint64, error) {
 
 func (c *counter) CheckConfChange(raftpb.ConfChangeI) error { return nil }
 
-func (c *counter) ApplyConfChange(ent *raftpb.Entry, _ raftpb.ConfChangeI, _ *raftpb.ConfState, _ error) error {
+func (c *counter) ApplyConfChange(ent *raftpb.Entry, _ raftpb.ConfChangeI, cs *raftpb.ConfState, _ error) error {
 	c.mu.Lock()
-	c.index = ent.GetIndex()
+	c.index, c.cs = ent.GetIndex(), cs
 	c.mu.Unlock()
 	return nil
 }
@@ -169,11 +171,13 @@ func (c *cluster) start(id uint64) {
 	dir := c.dirs[id]
 	sm := &counter{dir: filepath.Join(dir, "snap")}
 	if old := c.net.sms[id]; old != nil {
-		sm.applied, sm.index = old.numbers(), old.index // the state machine survived
+		old.mu.Lock()
+		sm.applied, sm.index, sm.cs = slices.Clone(old.applied), old.index, old.cs // the state machine survived
+		old.mu.Unlock()
 	}
 	o := Options{ID: id, WALDir: filepath.Join(dir, "wal"), SnapDir: sm.dir, TickInterval: tick, ElectionTicks: 10,
 		PreVote: true, StateMachine: sm, Transport: link{c.net, id}, Applied: sm.index,
-		Bootstrap: &Bootstrap{ConfState: c.cs, Index: 1, Term: 1}}
+		Bootstrap: &Bootstrap{ConfState: c.cs, Index: 1, Term: 1}, AppliedConfState: sm.cs}
 	if c.opts != nil {
 		c.opts(&o)
 	}
@@ -415,4 +419,55 @@ func TestLogEndingBeforeApplied(t *testing.T) {
 		t.Fatalf("Start on a log that ends before index %d, applied: %v, want ErrWALDamaged", sm.index, err)
 	}
 	t.Log(err)
+}
+
+// TestRestartKeepsAppliedMembership: a member restarted after a membership
+// change it applied, with no raft snapshot since, runs raft with the
+// membership as applied (the state machine's record), not the older one of
+// the log's snapshot: raft does not hand back the entries it applied.
+func TestRestartKeepsAppliedMembership(t *testing.T) {
+	c := newCluster(t, []uint64{1, 2, 3}, nil)
+	c.propose(1)
+	remove := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: proto.Uint64(3)}}}
+	// A leader ignores a change proposed before it applied the entries of
+	// its term's start: propose until the leader's state machine has it.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * tick) {
+		lead := c.leader()
+		if err := lead.ProposeConfChange(context.Background(), remove); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * tick)
+		c.net.mu.Lock()
+		sm := c.net.sms[lead.ID()]
+		c.net.mu.Unlock()
+		sm.mu.Lock()
+		done := sm.cs != nil && len(sm.cs.GetVoters()) == 2
+		sm.mu.Unlock()
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the removal of member 3 was never applied")
+		}
+	}
+	c.stop(3)
+	c.propose(2)
+	c.waitApplied([]uint64{1, 2})
+	follower := uint64(1)
+	if c.leader().ID() == 1 {
+		follower = 2
+	}
+	c.stop(follower)
+	c.start(follower)
+	c.net.mu.Lock()
+	n := c.net.nodes[follower]
+	c.net.mu.Unlock()
+	voters := n.Status().Config.Voters.IDs()
+	_, has1 := voters[1]
+	_, has2 := voters[2]
+	if len(voters) != 2 || !has1 || !has2 {
+		t.Fatalf("member %d restarted with voters %v, want 1 and 2 (3 was removed before it stopped)", follower, voters)
+	}
+	c.propose(3)
+	c.waitApplied([]uint64{1, 2, 3})
 }

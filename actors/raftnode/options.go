@@ -77,6 +77,11 @@ type Options struct {
 	Metadata []byte
 	// Bootstrap is used when WALDir holds no log.
 	Bootstrap *Bootstrap
+	// AppliedConfState is raft's configuration as the state machine
+	// recorded it at Applied (its membership changes applied so far).
+	// Given, a restarting member's raft takes it rather than the older one
+	// of the raft snapshot on disk (see storage.rebase).
+	AppliedConfState *raftpb.ConfState
 	// ForceNewCluster rewrites an existing log into a one-member cluster
 	// of this member, as etcd's --force-new-cluster: the uncommitted
 	// entries are dropped and every other member removed (see

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 
 	"go.etcd.io/etcd/server/v3/etcdserver/api/snap"
@@ -155,6 +156,44 @@ func (s *storage) forceNew(snapshot *raftpb.Snapshot, st *raftpb.HardState, ents
 		}
 	}
 	return st, append(ents[:len(ents):len(ents)], added...), nil
+}
+
+// rebase makes the in-memory log start with a snapshot at index, the index
+// the state machine applied, with cs, the configuration it recorded there,
+// and hold the entries after it. raft then restarts with the membership as
+// applied: it takes its configuration from the log's snapshot, and does
+// not hand back the entries after that snapshot up to the applied index,
+// so a membership change among them would be lost to it (a member that
+// removed another would count it still, one that added another would not
+// know it). Entries at or before index that a follower lacks reach it in a
+// snapshot. Nothing on disk changes.
+func (s *storage) rebase(index uint64, cs *raftpb.ConfState) error {
+	term, err := s.mem.Term(index)
+	if err != nil {
+		return fmt.Errorf("raftnode: the term of applied index %d: %w", index, err)
+	}
+	last, _ := s.mem.LastIndex()
+	ents, err := s.mem.Entries(index+1, last+1, math.MaxUint64)
+	if err != nil {
+		return fmt.Errorf("raftnode: the entries after applied index %d: %w", index, err)
+	}
+	hs, _, _ := s.mem.InitialState()
+	hs = proto.Clone(hs).(*raftpb.HardState)
+	// Written without a sync, the commit index may lag what was applied.
+	hs.Commit = proto.Uint64(max(hs.GetCommit(), index))
+	mem := raft.NewMemoryStorage()
+	md := &raftpb.SnapshotMetadata{Index: proto.Uint64(index), Term: proto.Uint64(term), ConfState: proto.Clone(cs).(*raftpb.ConfState)}
+	if err := mem.ApplySnapshot(&raftpb.Snapshot{Metadata: md}); err != nil {
+		return fmt.Errorf("raftnode: rebase the log on applied index %d: %w", index, err)
+	}
+	if err := mem.SetHardState(hs); err != nil {
+		return fmt.Errorf("raftnode: rebase the log on applied index %d: %w", index, err)
+	}
+	if err := mem.Append(ents); err != nil {
+		return fmt.Errorf("raftnode: rebase the log on applied index %d: %w", index, err)
+	}
+	s.mem = mem
+	return nil
 }
 
 // save persists a Ready's hard state and entries; the log syncs when raft
