@@ -471,3 +471,35 @@ func TestRestartKeepsAppliedMembership(t *testing.T) {
 	c.propose(3)
 	c.waitApplied([]uint64{1, 2, 3})
 }
+
+// TestSoleLeaderReadIndex: a one-member cluster's read index covers every
+// entry applied before it was asked for, after a restart too.
+func TestSoleLeaderReadIndex(t *testing.T) {
+	c := newCluster(t, []uint64{1}, nil)
+	check := func() {
+		t.Helper()
+		n := c.leader()
+		before := n.AppliedIndex()
+		index, err := n.ReadIndex(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if index < before {
+			t.Fatalf("read index %d below the applied index %d", index, before)
+		}
+		if err := n.WaitApplied(context.Background(), index); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want []uint64
+	for i := uint64(1); i <= 10; i++ {
+		c.propose(i)
+		want = append(want, i)
+		c.waitApplied(want)
+		check()
+	}
+	c.stop(1)
+	c.start(1)
+	check()
+	c.waitApplied(want)
+}
