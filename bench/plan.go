@@ -258,7 +258,8 @@ const (
 	figFailover = "failover-time"
 )
 
-// targets are the goals, as ratios revd/etcd: issue 6's and issue 27's
+// targets are the goals, as ratios revd/etcd: issue 6's (put's as issue 28
+// set it) and issue 27's
 // (datasetTargets) for one server of each kind, issue 25's for clusters of
 // several members.
 func targets(members int) []report.Target {
@@ -271,7 +272,9 @@ func targets(members int) []report.Target {
 		}
 	}
 	return append([]report.Target{
-		{Name: "put, 100 clients / 10 conns: throughput", Ref: "put-100x10", Metric: report.Throughput, AtLeast: true, Want: 2.0},
+		// Issue 28 moved put's from 2x to 1.8x on this 2-core machine, where
+		// etcd's tool and the server share the cores, once grpc-go serves.
+		{Name: "put, 100 clients / 10 conns: throughput", Ref: "put-100x10", Metric: report.Throughput, AtLeast: true, Want: 1.8},
 		{Name: "txn-put, 100 clients / 10 conns: throughput", Ref: "txn-put-100x10", Metric: report.Throughput, AtLeast: true, Want: 2.0},
 		{Name: "linearizable range, 100 clients / 10 conns: throughput", Ref: "range-l-100x10", Metric: report.Throughput, AtLeast: true, Want: 1.5},
 		{Name: "put, 1 client / 1 conn: throughput", Ref: "put-1x1", Metric: report.Throughput, AtLeast: true, Want: 1.2},
