@@ -503,3 +503,22 @@ func TestSoleLeaderReadIndex(t *testing.T) {
 	check()
 	c.waitApplied(want)
 }
+
+// TestRestartRightAfterSnapshot: a member whose log holds a raft snapshot
+// at the index it applied and no entry after it starts again.
+func TestRestartRightAfterSnapshot(t *testing.T) {
+	c := newCluster(t, []uint64{1}, func(o *Options) {
+		o.SnapshotCount = 1
+		o.AppliedConfState = &raftpb.ConfState{Voters: []uint64{1}} // as revd's journal records it
+	})
+	var want []uint64
+	for i := uint64(1); i <= 5; i++ {
+		c.propose(i)
+		want = append(want, i)
+	}
+	c.waitApplied(want)
+	c.stop(1)
+	c.start(1)
+	c.propose(6)
+	c.waitApplied(append(want, 6))
+}

@@ -173,9 +173,11 @@ func (s *storage) rebase(index uint64, cs *raftpb.ConfState) error {
 		return fmt.Errorf("raftnode: the term of applied index %d: %w", index, err)
 	}
 	last, _ := s.mem.LastIndex()
-	ents, err := s.mem.Entries(index+1, last+1, math.MaxUint64)
-	if err != nil {
-		return fmt.Errorf("raftnode: the entries after applied index %d: %w", index, err)
+	var ents []*raftpb.Entry
+	if index < last {
+		if ents, err = s.mem.Entries(index+1, last+1, math.MaxUint64); err != nil {
+			return fmt.Errorf("raftnode: the entries after applied index %d: %w", index, err)
+		}
 	}
 	hs, _, _ := s.mem.InitialState()
 	hs = proto.Clone(hs).(*raftpb.HardState)
