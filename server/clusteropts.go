@@ -31,9 +31,10 @@ type ClusterOptions struct {
 	// existing) instead of starting a new one.
 	Existing bool
 	// ForceNewCluster makes a member restarting on its data the only
-	// member of its cluster (etcd's --force-new-cluster): it drops what
-	// its log holds uncommitted, removes every other member through its
-	// log, and elects itself. For a cluster that lost its quorum for good.
+	// member of its cluster (etcd's --force-new-cluster): it removes every
+	// other member through its log, which it keeps whole (see
+	// actors/raftnode's forceNewCluster), and elects itself. For a cluster
+	// that lost its quorum for good.
 	ForceNewCluster bool
 	// Token is etcd's --initial-cluster-token: members and cluster ids
 	// are computed from it and the peer URLs. Default DefaultToken.

@@ -26,9 +26,11 @@ func exceedsRequestLimit(applied, committed uint64, priority bool) bool {
 	return !priority || committed > applied+maxPriorityApplyGap
 }
 
-// requestLimit is exceedsRequestLimit's answer for req (nil for a change of
-// the member's own, an alarm or auth change) on this member:
-// rpctypes.ErrGRPCRequestTooManyRequests, or nil.
+// requestLimit is exceedsRequestLimit's answer for req (nil for an entry
+// of no request: a member's attributes, a simple token) on this member:
+// rpctypes.ErrGRPCRequestTooManyRequests, or nil. Auth and alarm changes
+// are not held back: their callers take any error of the journal's for a
+// failed journal, and they are few.
 func (s *Server) requestLimit(req proto.Message) error {
 	if s.raft == nil {
 		return nil

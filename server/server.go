@@ -261,9 +261,6 @@ func (s *Server) journalChange(c *sequencer.Change) error {
 	if err := s.failedErr(); err != nil {
 		return err
 	}
-	if err := s.requestLimit(nil); err != nil {
-		return err
-	}
 	done := make(chan error, 1)
 	c.Reply = func(err error) { done <- err }
 	s.seq.Submit(c)

@@ -83,10 +83,11 @@ type Options struct {
 	// of the raft snapshot on disk (see storage.rebase).
 	AppliedConfState *raftpb.ConfState
 	// ForceNewCluster rewrites an existing log into a one-member cluster
-	// of this member, as etcd's --force-new-cluster: the uncommitted
-	// entries are dropped and every other member removed (see
-	// forceNewCluster). Used to recover a cluster that lost its quorum for
-	// good; the removed members cannot come back under their ids.
+	// of this member, as etcd's --force-new-cluster: every other member is
+	// removed through entries appended to the log, which is kept whole and
+	// committed (see forceNewCluster). Used to recover a cluster that lost
+	// its quorum for good; the removed members cannot come back under
+	// their ids.
 	ForceNewCluster bool
 	// Applied is the index of the last entry the state machine applied
 	// durably; raft hands back every committed entry after it.

@@ -15,6 +15,7 @@ import (
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/pkg/v3/flags"
+	"go.uber.org/zap"
 
 	"revd/journal"
 	"revd/server"
@@ -144,8 +145,9 @@ func (c *clusterFlags) finish(name string) (*clusterConfig, error) {
 	return cc, nil
 }
 
-// selfCert makes --peer-auto-tls's certificate, in the data directory.
-func (cc *clusterConfig) selfCert(dataDir string) error {
+// selfCert makes --peer-auto-tls's certificate, in the data directory
+// (etcd's transport.SelfCert, which requires a logger).
+func (cc *clusterConfig) selfCert(dataDir string, lg *zap.Logger) error {
 	if !cc.autoTLS {
 		return nil
 	}
@@ -153,7 +155,7 @@ func (cc *clusterConfig) selfCert(dataDir string) error {
 	for _, u := range cc.listenPeer {
 		hosts = append(hosts, u.Host)
 	}
-	tls, err := transport.SelfCert(nil, filepath.Join(dataDir, journal.FixturesDir, "peer"), hosts, 1)
+	tls, err := transport.SelfCert(lg, filepath.Join(dataDir, journal.FixturesDir, "peer"), hosts, 1)
 	if err != nil {
 		return fmt.Errorf("--peer-auto-tls: %w", err)
 	}

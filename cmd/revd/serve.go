@@ -31,6 +31,7 @@ import (
 	"revd/gateway/metrics"
 	"revd/gateway/natsapi"
 	"revd/internal/autocompact"
+	"revd/internal/zapslog"
 	"revd/server"
 	"revd/server/authgate"
 )
@@ -51,7 +52,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	// clients are refused.
 	// --peer-auto-tls's certificate, before NATS starts: its routes use
 	// the peer TLS.
-	if err := cfg.cluster.selfCert(cfg.dataDir); err != nil {
+	if err := cfg.cluster.selfCert(cfg.dataDir, zapslog.New(log.With("component", "peer"))); err != nil {
 		return err
 	}
 	var store atomic.Pointer[server.Server]

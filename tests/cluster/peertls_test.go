@@ -32,51 +32,8 @@ func TestPeerTLS(t *testing.T) {
 		ExtraArgs: []string{"--peer-cert-file=" + pki.ServerCert, "--peer-key-file=" + pki.ServerKey,
 			"--peer-trusted-ca-file=" + pki.CAFile, "--peer-client-cert-auth"},
 	})
-	ctx := context.Background()
-	put, err := c.Client(0).Put(ctx, "over", "tls")
-	if err != nil {
-		t.Fatal(err)
-	}
-	far := clientOf(t, c.Members[2].Endpoint)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		resp, err := far.Get(ctx, "over", clientv3.WithSerializable())
-		if err == nil && len(resp.Kvs) == 1 && resp.Kvs[0].ModRevision == put.Header.Revision {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("member 3 never applied the write: %v, %v", resp, err)
-		}
-	}
-
-	// Messages cross the routes.
-	nc0, err := nats.Connect(c.Members[0].NATSURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc0.Close()
-	nc2, err := nats.Connect(c.Members[2].NATSURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc2.Close()
-	sub, err := nc2.SubscribeSync("peertls.test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nc2.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if err := nc0.Publish("peertls.test", []byte("hello")); err != nil {
-			t.Fatal(err)
-		}
-		if msg, err := sub.NextMsg(200 * time.Millisecond); err == nil && string(msg.Data) == "hello" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a message published on member 1's NATS server never reached member 3's")
-		}
-	}
+	checkReplicates(t, c)
+	checkRoutesCarry(t, c)
 
 	// The route port: TLS required, and a peer's certificate.
 	route := routeAddr(t, c.Members[0].Args)
@@ -108,6 +65,75 @@ func TestPeerTLS(t *testing.T) {
 		err := routeHandshake(t, route, &tls.Config{RootCAs: ca, ServerName: "127.0.0.1", Certificates: tc.certs})
 		if (err == nil) != tc.ok {
 			t.Errorf("a route with %s: handshake error %v, want success %v", tc.name, err, tc.ok)
+		}
+	}
+}
+
+// TestPeerAutoTLS: --peer-auto-tls, each member's self-signed certificate
+// on https peer URLs, as etcd's: raft's traffic goes over TLS, and so do
+// the routes between the members' NATS servers, which carry messages and do
+// not answer a plain connection.
+func TestPeerAutoTLS(t *testing.T) {
+	c := testutil.StartCluster(t, testutil.KindRevd, testutil.ClusterOptions{
+		PeerScheme: "https", NATSCluster: true, ExtraArgs: []string{"--peer-auto-tls"},
+	})
+	checkReplicates(t, c)
+	checkRoutesCarry(t, c)
+	if got := routePlain(t, routeAddr(t, c.Members[1].Args)); strings.Contains(got, "INFO") {
+		t.Errorf("the route port answered a plain connection: %q", got)
+	}
+}
+
+// checkReplicates: a write on member 1 reaches member 3.
+func checkReplicates(t *testing.T, c *testutil.Cluster) {
+	t.Helper()
+	ctx := context.Background()
+	put, err := c.Client(0).Put(ctx, "over", "tls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	far := clientOf(t, c.Members[2].Endpoint)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		resp, err := far.Get(ctx, "over", clientv3.WithSerializable())
+		if err == nil && len(resp.Kvs) == 1 && resp.Kvs[0].ModRevision == put.Header.Revision {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("member 3 never applied the write: %v, %v", resp, err)
+		}
+	}
+}
+
+// checkRoutesCarry: a message published on member 1's NATS server reaches
+// a subscriber on member 3's.
+func checkRoutesCarry(t *testing.T, c *testutil.Cluster) {
+	t.Helper()
+	nc0, err := nats.Connect(c.Members[0].NATSURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc0.Close()
+	nc2, err := nats.Connect(c.Members[2].NATSURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc2.Close()
+	sub, err := nc2.SubscribeSync("peertls.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc2.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if err := nc0.Publish("peertls.test", []byte("hello")); err != nil {
+			t.Fatal(err)
+		}
+		if msg, err := sub.NextMsg(200 * time.Millisecond); err == nil && string(msg.Data) == "hello" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a message published on member 1's NATS server never reached member 3's")
 		}
 	}
 }
