@@ -32,14 +32,20 @@ func RestoreSnapshotAs(file, dir string, o RestoreOptions) (Meta, error) {
 		return Meta{}, fmt.Errorf("journal: restore: a cluster id and a member id, or neither")
 	}
 	dir = filepath.Clean(dir)
-	tmp := dir + ".restored"
 	if _, err := os.Lstat(dir); err == nil {
 		return Meta{}, fmt.Errorf("journal: restore: %s: %w", dir, os.ErrExist)
 	}
+	// Built under a name of its own beside dir (one a crash left behind
+	// is in no later restore's way), renamed once whole.
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".member-")
+	if err != nil {
+		return Meta{}, fmt.Errorf("journal: restore: %w", err)
+	}
+	defer os.RemoveAll(tmp) // nothing left once renamed
+	tmp = filepath.Join(tmp, "journal")
 	if _, err := RestoreSnapshot(file, tmp); err != nil {
 		return Meta{}, err
 	}
-	defer os.RemoveAll(tmp) // nothing left once renamed
 	j, err := Open(tmp, o.Options)
 	if err != nil {
 		return Meta{}, fmt.Errorf("journal: restore: %w", err)
