@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"go.etcd.io/etcd/client/pkg/v3/types"
+
 	"revd/cmd/revctl/internal/journaltool"
 	"revd/journal"
 	"revd/server"
@@ -307,15 +309,16 @@ func (r *runner) journalRestore(args []string, o journalOptions) error {
 	return nil
 }
 
-// restoreCluster reads restore's cluster flags as revd reads its own.
+// restoreCluster reads restore's cluster flags (etcd's parsing of
+// --initial-cluster, name=peer-url,...).
 func restoreCluster(o journalOptions) (server.ClusterOptions, error) {
+	urlsmap, err := types.NewURLsMap(o.initialCluster)
+	if err != nil {
+		return server.ClusterOptions{}, fmt.Errorf("--initial-cluster: %w", err)
+	}
 	co := server.ClusterOptions{InitialCluster: map[string][]string{}, Token: o.token}
-	for _, m := range strings.Split(o.initialCluster, ",") {
-		n, u, ok := strings.Cut(strings.TrimSpace(m), "=")
-		if !ok || n == "" || u == "" {
-			return co, fmt.Errorf("--initial-cluster: %q is not name=peer-url", m)
-		}
-		co.InitialCluster[n] = append(co.InitialCluster[n], u)
+	for name, urls := range urlsmap {
+		co.InitialCluster[name] = urls.StringSlice()
 	}
 	for _, u := range strings.Split(o.peerURLs, ",") {
 		co.PeerURLs = append(co.PeerURLs, strings.TrimSpace(u))

@@ -261,3 +261,31 @@ func (quietPebble) Errorf(string, ...any) {}
 func (quietPebble) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf(format, args...))
 }
+
+// TestJournalRestoreClusterFlags: restore's cluster flags are checked as
+// revd checks its own, before anything is read or written: usage errors
+// (exit 2) naming the flag.
+func TestJournalRestoreClusterFlags(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "backup.db")
+	if err := os.WriteFile(file, []byte("not read"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--initial-cluster", "m1"}, "--initial-cluster"},
+		{[]string{"--name", "m2", "--initial-cluster", "m1=http://127.0.0.1:2380"}, `couldn't find local name "m2"`},
+		{[]string{"--name", "m1", "--initial-cluster", "m1=http://127.0.0.1:2380", "--initial-advertise-peer-urls", "http://127.0.0.1:2381"},
+			"missing from --initial-advertise-peer-urls"},
+	} {
+		out := filepath.Join(t.TempDir(), "restored")
+		_, stderr, code := runCLI(t, nil, "", append([]string{"journal", "restore", file, "--out", out}, tc.args...)...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("restore %q: exit %d, %q; want 2 and %q", tc.args, code, stderr, tc.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("restore %q wrote %s", tc.args, out)
+		}
+	}
+}
