@@ -1,10 +1,6 @@
 package journal
 
-import (
-	"fmt"
-	"os"
-	"path/filepath"
-)
+import "fmt"
 
 // RestoreOptions are RestoreSnapshotAs's.
 type RestoreOptions struct {
@@ -31,30 +27,7 @@ func RestoreSnapshotAs(file, dir string, o RestoreOptions) (Meta, error) {
 	if (o.ClusterID == 0) != (o.MemberID == 0) {
 		return Meta{}, fmt.Errorf("journal: restore: a cluster id and a member id, or neither")
 	}
-	dir = filepath.Clean(dir)
-	if _, err := os.Lstat(dir); err == nil {
-		return Meta{}, fmt.Errorf("journal: restore: %s: %w", dir, os.ErrExist)
-	}
-	// Built under a name of its own beside dir (one a crash left behind
-	// is in no later restore's way), renamed once whole.
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".member-")
-	if err != nil {
-		return Meta{}, fmt.Errorf("journal: restore: %w", err)
-	}
-	defer os.RemoveAll(tmp) // nothing left once renamed
-	tmp = filepath.Join(tmp, "journal")
-	if _, err := RestoreSnapshot(file, tmp); err != nil {
-		return Meta{}, err
-	}
-	j, err := Open(tmp, o.Options)
-	if err != nil {
-		return Meta{}, fmt.Errorf("journal: restore: %w", err)
-	}
-	if err := j.newMember(o.ClusterID, o.MemberID); err != nil {
-		j.Close()
-		return Meta{}, err
-	}
-	return closeAndMove(j, tmp, dir)
+	return restoreSnapshot(file, dir, &o)
 }
 
 // newMember drops the journal's membership and, if clusterID is not zero,

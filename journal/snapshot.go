@@ -170,7 +170,12 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // Errors: one wrapping ErrBadSnapshot for a file that is not a whole revd
 // snapshot; one wrapping fs.ErrExist if dir exists; otherwise the failed
 // file system operation.
-func RestoreSnapshot(file, dir string) (Meta, error) {
+func RestoreSnapshot(file, dir string) (Meta, error) { return restoreSnapshot(file, dir, nil) }
+
+// restoreSnapshot is RestoreSnapshot; with member set, the restored journal
+// is opened for writing and made a member of a new cluster (see
+// RestoreSnapshotAs) before it takes dir's name.
+func restoreSnapshot(file, dir string, member *RestoreOptions) (Meta, error) {
 	in, err := os.Open(file)
 	if err != nil {
 		return Meta{}, fmt.Errorf("journal: restore: %w", err)
@@ -217,16 +222,21 @@ func RestoreSnapshot(file, dir string) (Meta, error) {
 	if err := syncDir(tmp); err != nil {
 		return Meta{}, fmt.Errorf("journal: restore: %w", err)
 	}
-	j, err := OpenReadOnly(tmp, Options{CacheBytes: 1 << 20})
+	var j *Journal
+	if member == nil {
+		j, err = OpenReadOnly(tmp, Options{CacheBytes: 1 << 20})
+	} else {
+		j, err = Open(tmp, member.Options)
+	}
 	if err != nil {
 		return Meta{}, fmt.Errorf("%w: the restored directory does not open: %v", ErrBadSnapshot, err)
 	}
-	return closeAndMove(j, tmp, dir)
-}
-
-// closeAndMove closes j, the restored journal built in tmp, and renames
-// tmp to dir, durably; it returns j's meta.
-func closeAndMove(j *Journal, tmp, dir string) (Meta, error) {
+	if member != nil {
+		if err := j.newMember(member.ClusterID, member.MemberID); err != nil {
+			j.Close()
+			return Meta{}, err
+		}
+	}
 	m := j.Meta()
 	if err := j.Close(); err != nil {
 		return Meta{}, err
