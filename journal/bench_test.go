@@ -82,7 +82,8 @@ func pairsJournal(b *testing.B, n, size int, cache int64) *Journal {
 }
 
 // BenchmarkPairs measures the reads of values: every pair of 100,000
-// records in one call (a range), and single random pairs, with a block
+// records in one call (a range), every tenth in one call, and single
+// random pairs, with a block
 // cache larger than the data and one a quarter of it.
 func BenchmarkPairs(b *testing.B) {
 	const n, size = 100000, 1024
@@ -98,6 +99,17 @@ func BenchmarkPairs(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if err := j.Pairs(n, key, kvs); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		// Every tenth record: the values of a range over keys written
+		// in another order lie apart in the records.
+		b.Run(fmt.Sprintf("sparse/cache=%dMiB", cache>>20), func(b *testing.B) {
+			kvs := make([]*mvccpb.KeyValue, n/10)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := j.Pairs(n/10, func(i int) (string, int64) { return key(i * 10) }, kvs); err != nil {
 					b.Fatal(err)
 				}
 			}

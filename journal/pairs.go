@@ -98,7 +98,8 @@ func (j *Journal) pairs(n int, ref func(i int) (key string, rev int64), kvs []*m
 		return readErr("read records", err)
 	}
 	var folded []int32 // refs whose record is gone
-	var rk []byte
+	var rk, limit []byte
+	var prev int64 // the revision last sought
 	for len(order) > 0 {
 		// The refs of one revision: one put each, or many of a Txn.
 		_, rev := ref(int(order[0]))
@@ -109,7 +110,10 @@ func (j *Journal) pairs(n int, ref func(i int) (key string, rev int64), kvs []*m
 		group := order[:g]
 		order = order[g:]
 		rk = appendRecordKey(rk[:0], rev)
-		if rev <= 0 || !it.SeekGE(rk) || !bytes.Equal(it.Key(), rk) {
+		limit = appendRecordKey(limit[:0], rev+1)
+		found := rev > 0 && seekRecord(it, rk, limit, rev-prev)
+		prev = rev
+		if !found {
 			folded = append(folded, group...)
 			continue
 		}
@@ -135,6 +139,23 @@ func (j *Journal) pairs(n int, ref func(i int) (key string, rev int64), kvs []*m
 		return nil
 	}
 	return j.basePairs(folded, ref, kvs)
+}
+
+// seekRecord positions it at the record key rk, after a seek to the record
+// ahead revisions before, and reports whether the record is there; limit
+// is the next revision's key. The next revision's record is the next key:
+// a Next. For any other, it seeks with a limit: a plain SeekGE forward lets
+// Pebble try up to 4 Nexts first, which load every block between the two
+// records (a range's values lie apart when its keys were written in
+// another order, often a block or more each), where a seek goes to the
+// index and keeps the block already loaded when the record is in it.
+func seekRecord(it *pebble.Iterator, rk, limit []byte, ahead int64) bool {
+	if ahead == 1 && it.Valid() {
+		if it.Next() && bytes.Equal(it.Key(), rk) {
+			return true
+		}
+	}
+	return it.SeekGEWithLimit(rk, limit) == pebble.IterValid && bytes.Equal(it.Key(), rk)
 }
 
 // basePairs reads the refs at order from the base snapshot, in key order.

@@ -166,3 +166,59 @@ func TestDecodeKVAsProto(t *testing.T) {
 		}
 	}
 }
+
+// TestPairsDenseAndSparse: the pairs of records spread over many blocks,
+// read in one call each way Pairs moves between records (the next one,
+// runs of neighbours, jumps of every size), are the values written, before
+// and after a fold moves the older half into the base snapshot.
+func TestPairsDenseAndSparse(t *testing.T) {
+	const n = 2000
+	j := openT(t, t.TempDir())
+	want := make([]*mvccpb.KeyValue, n+2)
+	var recs []Record
+	for rev := int64(2); rev < n+2; rev++ {
+		ev := putEv(fmt.Sprintf("k%05d", rev), fmt.Sprintf("%0300d", rev), rev, rev, 1)
+		want[rev] = ev.Kv
+		recs = append(recs, Record{Revision: rev, Events: []*mvccpb.Event{ev}})
+	}
+	commitT(t, j, recs...)
+	rng := rand.New(rand.NewPCG(3, 4))
+	sets := map[string][]int64{}
+	for rev := int64(2); rev < n+2; rev++ {
+		sets["every record"] = append(sets["every record"], rev)
+		if rev%7 == 0 {
+			sets["every seventh"] = append(sets["every seventh"], rev)
+		}
+	}
+	for rev := int64(2); rev < n+2; rev += 1 + int64(rng.IntN(40)) {
+		for run := range rng.IntN(4) {
+			if r := rev + int64(run); r < n+2 {
+				sets["runs and jumps"] = append(sets["runs and jumps"], r)
+			}
+		}
+	}
+	check := func(stage string) {
+		t.Helper()
+		for name, revs := range sets {
+			// In any order: Pairs sorts them by revision.
+			order := append([]int64(nil), revs...)
+			rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+			kvs := make([]*mvccpb.KeyValue, len(order))
+			err := j.Pairs(len(order), func(i int) (string, int64) { return string(want[order[i]].Key), order[i] }, kvs)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", stage, name, err)
+			}
+			for i, rev := range order {
+				if !proto.Equal(kvs[i], want[rev]) {
+					t.Fatalf("%s: %s: pair of revision %d = %v, want %v", stage, name, rev, kvs[i], want[rev])
+				}
+			}
+		}
+	}
+	check("records")
+	compactT(t, j, n/2)
+	if err := j.Fold(n/2, 7); err != nil {
+		t.Fatal(err)
+	}
+	check("folded up to half")
+}
