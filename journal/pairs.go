@@ -74,6 +74,22 @@ func (j *Journal) pairs(n int, ref func(i int) (key string, rev int64), kvs []*m
 		kvs[0] = kv
 		return err
 	}
+	folded, err := j.readRecords(n, ref, func(i int32, _ []byte, f kvFields) error {
+		kvs[i] = kvOf(f)
+		return nil
+	})
+	if err != nil || len(folded) == 0 {
+		return err
+	}
+	return j.basePairs(folded, ref, kvs)
+}
+
+// readRecords hands emit the encoded pair of every ref (of n, named by ref)
+// whose record the journal still holds, checked and scanned, and returns
+// the others (folded into the base snapshot since). It reads the records in
+// revision order with one iterator. kvb is the encoded mvccpb.KeyValue
+// and f its fields, both valid during the call only.
+func (j *Journal) readRecords(n int, ref func(i int) (key string, rev int64), emit func(i int32, kvb []byte, f kvFields) error) ([]int32, error) {
 	order := make([]int32, n)
 	for i := range order {
 		order[i] = int32(i)
@@ -95,7 +111,7 @@ func (j *Journal) pairs(n int, ref func(i int) (key string, rev int64), kvs []*m
 	_, hi := ref(int(order[n-1]))
 	it, err := j.db.NewIter(&pebble.IterOptions{LowerBound: recordKey(max(lo, 1)), UpperBound: recordKey(max(hi, 1) + 1)})
 	if err != nil {
-		return readErr("read records", err)
+		return nil, readErr("read records", err)
 	}
 	var folded []int32 // refs whose record is gone
 	var rk, limit []byte
@@ -119,13 +135,13 @@ func (j *Journal) pairs(n int, ref func(i int) (key string, rev int64), kvs []*m
 		}
 		v, err := it.ValueAndErr()
 		if err == nil {
-			err = recordPairs(rev, v, group, ref, kvs)
+			err = recordPairs(rev, v, group, ref, emit)
 		} else {
 			err = readErr(fmt.Sprintf("read record %d", rev), err)
 		}
 		if err != nil {
 			it.Close()
-			return err
+			return nil, err
 		}
 	}
 	err = it.Error()
@@ -133,12 +149,9 @@ func (j *Journal) pairs(n int, ref func(i int) (key string, rev int64), kvs []*m
 		err = cerr
 	}
 	if err != nil {
-		return readErr("read records", err)
+		return nil, readErr("read records", err)
 	}
-	if len(folded) == 0 {
-		return nil
-	}
-	return j.basePairs(folded, ref, kvs)
+	return folded, nil
 }
 
 // seekRecord positions it at the record key rk, after a seek to the record
@@ -228,39 +241,62 @@ func baseAt(bk, v []byte, rev int64) (*mvccpb.KeyValue, error) {
 // putOf checks the record value v of revision rev and decodes the pair its
 // put of key wrote, without decoding its other events.
 func putOf(rev int64, v []byte, key string) (*mvccpb.KeyValue, error) {
-	if err := checkRecordValue(rev, v); err != nil {
+	_, f, err := putBytes(rev, v, key)
+	if err != nil {
 		return nil, err
 	}
-	var kv *mvccpb.KeyValue
-	var derr error
-	err := eachEvent(rev, v[crcLen:], func(put bool, kvb []byte) bool {
-		if !put || string(kvKey(kvb)) != key {
-			return true
-		}
-		kv, derr = decodeKV(kvb)
-		return false
-	})
-	switch {
-	case err != nil:
-		return nil, err
-	case derr != nil:
-		return nil, fmt.Errorf("%w: record %d: %v", ErrCorrupt, rev, derr)
-	case kv == nil:
-		return nil, fmt.Errorf("%w: revision %d did not put %q", ErrNoPair, rev, key)
-	case kv.ModRevision != rev:
-		return nil, fmt.Errorf("%w: record %d: the put of %q has mod revision %d", ErrCorrupt, rev, key, kv.ModRevision)
-	}
-	return kv, nil
+	return kvOf(f), nil
 }
 
-// recordPairs decodes the pairs the refs at group (all of revision rev)
-// name from the record value v: with one ref, the way putOf does; with
+// putBytes checks the record value v of revision rev and returns the
+// encoded pair its put of key wrote (aliasing v), scanned, without reading
+// its other events.
+func putBytes(rev int64, v []byte, key string) ([]byte, kvFields, error) {
+	if err := checkRecordValue(rev, v); err != nil {
+		return nil, kvFields{}, err
+	}
+	var kvb []byte
+	err := eachEvent(rev, v[crcLen:], func(put bool, b []byte) bool {
+		if !put || string(kvKey(b)) != key {
+			return true
+		}
+		kvb = b
+		return false
+	})
+	if err != nil {
+		return nil, kvFields{}, err
+	}
+	if kvb == nil {
+		return nil, kvFields{}, fmt.Errorf("%w: revision %d did not put %q", ErrNoPair, rev, key)
+	}
+	f, err := scanPut(rev, key, kvb)
+	return kvb, f, err
+}
+
+// scanPut scans the encoded pair kvb that the put of key at revision rev
+// wrote, and checks its mod revision.
+func scanPut(rev int64, key string, kvb []byte) (kvFields, error) {
+	f, err := scanKV(kvb)
+	switch {
+	case err != nil:
+		return kvFields{}, fmt.Errorf("%w: record %d: %v", ErrCorrupt, rev, err)
+	case f.mod != rev:
+		return kvFields{}, fmt.Errorf("%w: record %d: the put of %q has mod revision %d", ErrCorrupt, rev, key, f.mod)
+	}
+	return f, nil
+}
+
+// recordPairs hands emit the pairs the refs at group (all of revision rev)
+// name in the record value v: with one ref, the way putBytes finds it; with
 // more (a Txn's puts), the record is checked and its events parsed once.
-func recordPairs(rev int64, v []byte, group []int32, ref func(int) (string, int64), kvs []*mvccpb.KeyValue) (err error) {
+func recordPairs(rev int64, v []byte, group []int32, ref func(int) (string, int64), emit func(int32, []byte, kvFields) error) error {
 	if len(group) == 1 {
 		key, _ := ref(int(group[0]))
-		kvs[group[0]], err = putOf(rev, v, key)
-		return err
+		kvb, f, err := putBytes(rev, v, key)
+		if err != nil {
+			return err
+		}
+		return emit(group[0], kvb, f)
 	}
 	puts, err := recordPuts(rev, v)
 	if err != nil {
@@ -272,14 +308,13 @@ func recordPairs(rev int64, v []byte, group []int32, ref func(int) (string, int6
 		if !found {
 			return fmt.Errorf("%w: revision %d did not put %q", ErrNoPair, rev, key)
 		}
-		kv, err := decodeKV(puts[at].kv)
+		f, err := scanPut(rev, key, puts[at].kv)
 		if err != nil {
-			return fmt.Errorf("%w: record %d: %v", ErrCorrupt, rev, err)
+			return err
 		}
-		if kv.ModRevision != rev {
-			return fmt.Errorf("%w: record %d: the put of %q has mod revision %d", ErrCorrupt, rev, key, kv.ModRevision)
+		if err := emit(i, puts[at].kv, f); err != nil {
+			return err
 		}
-		kvs[i] = kv
 	}
 	return nil
 }
@@ -465,6 +500,12 @@ func decodeKV(b []byte) (*mvccpb.KeyValue, error) {
 	if err != nil {
 		return nil, err
 	}
+	return kvOf(f), nil
+}
+
+// kvOf is the pair whose scanned fields are f, sharing nothing with the
+// encoding they alias: its key and value take one allocation.
+func kvOf(f kvFields) *mvccpb.KeyValue {
 	kv := &mvccpb.KeyValue{CreateRevision: f.create, ModRevision: f.mod, Version: f.ver, Lease: f.lease}
 	key, val := f.key, f.val
 	// One allocation for both, not cleared first: growslice copies key
@@ -479,5 +520,5 @@ func decodeKV(b []byte) (*mvccpb.KeyValue, error) {
 	if f.hasVal {
 		kv.Value = buf[len(key):]
 	}
-	return kv, nil
+	return kv
 }

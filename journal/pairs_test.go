@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -35,6 +37,7 @@ func TestPairsAtEveryRevision(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: Pairs at %d: %v", stage, rev, err)
 			}
+			checkEncodedPairs(t, j, len(keys), func(i int) (string, int64) { return keys[i], state[keys[i]].ModRevision }, kvs)
 			for i, k := range keys {
 				if !proto.Equal(kvs[i], state[k]) {
 					t.Fatalf("%s: Pairs at %d, %s = %v, want %v", stage, rev, k, kvs[i], state[k])
@@ -128,7 +131,19 @@ func TestPairDamage(t *testing.T) {
 		if _, err := j.Pair([]byte(c.key), c.rev); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("Pair(%s, %d) of a damaged entry: %v", c.key, c.rev, err)
 		}
+		// Alone, and with a sound pair.
+		for _, refs := range [][]Ref{{{c.key, c.rev}}, {{c.key, c.rev}, {"c", 4}}} {
+			if _, err := j.EncodedPairs(2, len(refs), func(i int) (string, int64) { return refs[i].Key, refs[i].Rev }); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("EncodedPairs of %v, one damaged: %v", refs, err)
+			}
+		}
 	}
+}
+
+// Ref names a pair in these tests.
+type Ref struct {
+	Key string
+	Rev int64
 }
 
 // TestDecodeKVAsProto: the journal's own KeyValue decoder reads what
@@ -208,6 +223,7 @@ func TestPairsDenseAndSparse(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %s: %v", stage, name, err)
 			}
+			checkEncodedPairs(t, j, len(order), func(i int) (string, int64) { return string(want[order[i]].Key), order[i] }, kvs)
 			for i, rev := range order {
 				if !proto.Equal(kvs[i], want[rev]) {
 					t.Fatalf("%s: %s: pair of revision %d = %v, want %v", stage, name, rev, kvs[i], want[rev])
@@ -221,4 +237,27 @@ func TestPairsDenseAndSparse(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("folded up to half")
+}
+
+// checkEncodedPairs checks that EncodedPairs of the n refs are each of kvs
+// (what Pairs returned for them) as field 2 of a message, encoded byte for
+// byte as proto.Marshal encodes it.
+func checkEncodedPairs(t *testing.T, j *Journal, n int, ref func(i int) (string, int64), kvs []*mvccpb.KeyValue) {
+	t.Helper()
+	want := []byte("head")
+	for _, kv := range kvs {
+		b, err := proto.Marshal(kv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = protowire.AppendBytes(protowire.AppendTag(want, 2, protowire.BytesType), b)
+	}
+	fields, err := j.EncodedPairs(2, n, ref)
+	if err != nil {
+		t.Fatalf("EncodedPairs: %v", err)
+	}
+	got := bytes.Join(append([][]byte{[]byte("head")}, fields...), nil)
+	if len(fields) != n || !bytes.Equal(got, want) {
+		t.Fatalf("EncodedPairs of %d pairs: %d fields, %d bytes after the head, not the %d of their encodings", n, len(fields), len(got)-4, len(want)-4)
+	}
 }

@@ -40,6 +40,50 @@ func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespon
 	return resp, nil
 }
 
+// RangeEncoded answers r as Range does, already in protobuf's wire format:
+// the parts of its RangeResponse's encoding (a pair each, between the
+// header's and more's and count's), to be sent one after the other, with
+// the pairs copied as the journal holds them (no object per
+// pair, no second encoding; a large range's answer is its values and a
+// little more). ok is false, and nothing done, for a request only Range
+// answers (etcdkv.Encodable: a sort, revision filters, keys or count
+// only).
+func (s *Server) RangeEncoded(ctx context.Context, r *pb.RangeRequest) (parts [][]byte, ok bool, err error) {
+	if !etcdkv.Encodable(r) {
+		return nil, false, nil
+	}
+	if err := etcdkv.CheckRange(r); err != nil {
+		return nil, true, err
+	}
+	if !r.Serializable {
+		if err := s.linearize(ctx); err != nil {
+			return nil, true, err
+		}
+	}
+	ai, err := s.auth.PermitRead(ctx, r)
+	if err != nil {
+		return nil, true, err
+	}
+	resp, kvs, err := s.reads.rangeShardsEncoded(ctx, r)
+	if err = s.auth.ReadDone(ai, err); err != nil {
+		return nil, true, err
+	}
+	s.fill(resp.Header)
+	// The fields in Range's order: header, kvs, more and count.
+	head, err := proto.Marshal(&pb.RangeResponse{Header: resp.Header})
+	if err != nil {
+		return nil, true, err
+	}
+	resp.Header = nil
+	tail, err := proto.Marshal(resp)
+	if err != nil {
+		return nil, true, err
+	}
+	parts = make([][]byte, 0, len(kvs)+2)
+	parts = append(append(append(parts, head), kvs...), tail)
+	return parts, true, nil
+}
+
 // Put writes one key through the sequencer.
 func (s *Server) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
 	admit, err := s.admitWrite(ctx, r)

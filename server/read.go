@@ -8,6 +8,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"revd/actors/shard"
 	"revd/internal/etcdkv"
@@ -85,12 +86,26 @@ func (r *reader) rangeShards(ctx context.Context, req *pb.RangeRequest) (resp *p
 	return resp, err
 }
 
+// rangeShardsEncoded is rangeShards with the pairs encoded
+// (etcdkv.RangeEncoded).
+func (r *reader) rangeShardsEncoded(ctx context.Context, req *pb.RangeRequest) (resp *pb.RangeResponse, kvs [][]byte, err error) {
+	err = r.read(ctx, func(v *shard.View) error {
+		resp, kvs, err = etcdkv.RangeEncoded(v, req)
+		return err
+	})
+	return resp, kvs, err
+}
+
 // journalValues are the values the indexes point at (mvcc.Values): the
 // journal holds every put's pair, read through Pebble's block cache.
 type journalValues struct{ j *journal.Journal }
 
 func (v journalValues) Pairs(refs []mvcc.Ref, kvs []*mvccpb.KeyValue) error {
 	return v.j.Pairs(len(refs), func(i int) (string, int64) { return refs[i].Key, refs[i].Rev }, kvs)
+}
+
+func (v journalValues) EncodedPairs(field protowire.Number, refs []mvcc.Ref) ([][]byte, error) {
+	return v.j.EncodedPairs(field, len(refs), func(i int) (string, int64) { return refs[i].Key, refs[i].Rev })
 }
 
 // prevAt returns key's value at rev, for prev_kv of events replayed from the

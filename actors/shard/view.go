@@ -2,6 +2,7 @@ package shard
 
 import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"revd/projections/mvcc"
 )
@@ -44,6 +45,28 @@ func (v *View) Range(key, end []byte, rev, limit int64) ([]*mvccpb.KeyValue, int
 		return nil, 0, err
 	}
 	return kvs, total, nil
+}
+
+// EncodeRange is Range with its pairs encoded: it reads at most limit (0:
+// all) of the range's pairs at rev, encodes the first keep of them (0:
+// all), each as the length-delimited field number field
+// (mvcc.EncodeResolved), and returns how many it read and how many there
+// are in all. Reading one more than it keeps tells a caller whether there
+// are more, as etcd's More, without reading that one's value.
+func (v *View) EncodeRange(field protowire.Number, key, end []byte, rev, limit, keep int64) ([][]byte, int, int64, error) {
+	ents, total, err := v.entries(key, end, rev, limit)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	n := len(ents)
+	if keep > 0 && int64(n) > keep {
+		ents = ents[:keep]
+	}
+	fields, err := mvcc.EncodeResolved(field, v.set.values, ents)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return fields, n, total, nil
 }
 
 // RangeKeys is Range without values and leases, from the indexes alone.

@@ -19,7 +19,8 @@ import (
 //     buffer until it was written: a 64 KiB value took 16 times its size;
 //   - a message encoded already (a preEncoded: the watch streams encode a
 //     batch of responses at once, each event shared by several watchers
-//     once, watch.go) is sent as it is.
+//     once, watch.go; or encodedParts: a Range's answer, kv.go) is sent
+//     as it is.
 type codec struct{ pool mem.BufferPool }
 
 // The messages encoded into pooled buffers: from poolFrom (grpc-go pools
@@ -38,11 +39,34 @@ func newCodec() codec {
 // hands the bytes on, which must not change until the message is written.
 type preEncoded []byte
 
+// encodedParts is a message already in protobuf's wire format, in parts
+// sent one after the other (a Range's answer: server.RangeEncoded); like
+// a preEncoded, the bytes must not change until the message is written.
+type encodedParts [][]byte
+
+// size is the encoded message's size.
+func (e encodedParts) size() int {
+	n := 0
+	for _, p := range e {
+		n += len(p)
+	}
+	return n
+}
+
 func (codec) Name() string { return "proto" }
 
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
-	if pe, ok := v.(preEncoded); ok {
+	switch pe := v.(type) {
+	case preEncoded:
 		return mem.BufferSlice{mem.SliceBuffer(pe)}, nil
+	case encodedParts:
+		bs := make(mem.BufferSlice, 0, len(pe))
+		for _, p := range pe {
+			if len(p) > 0 {
+				bs = append(bs, mem.SliceBuffer(p))
+			}
+		}
+		return bs, nil
 	}
 	m := messageOf(v)
 	if m == nil {

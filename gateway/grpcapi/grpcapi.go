@@ -161,7 +161,7 @@ func New(srv *server.Server, opts Options) *grpc.Server {
 
 // register puts revd's services on r.
 func register(r grpc.ServiceRegistrar, srv *server.Server) {
-	pb.RegisterKVServer(r, srv)
+	r.RegisterService(kvService(), srv)
 	pb.RegisterMaintenanceServer(r, srv.Maintenance())
 	pb.RegisterWatchServer(r, &watchServer{srv: srv})
 	pb.RegisterLeaseServer(r, &leaseServer{srv: srv.Lease()})

@@ -386,12 +386,12 @@ func (g *guard) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, han
 	if st == nil {
 		return resp, err
 	}
-	m, ok := resp.(proto.Message)
+	n, ok := answerSize(resp)
 	if !ok || err != nil || compressed(ctx) {
 		st.queued.Add(-est)
 		return resp, err
 	}
-	size := int64(proto.Size(m)) + 5
+	size := int64(n) + 5
 	st.lastAnswer.Store(size)
 	if size <= est {
 		st.queued.Add(size - est)
@@ -402,6 +402,18 @@ func (g *guard) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, han
 		return nil, err
 	}
 	return resp, err
+}
+
+// answerSize is the encoded size of a unary call's answer, if the codec
+// can encode it.
+func answerSize(resp any) (int, bool) {
+	switch m := resp.(type) {
+	case encodedParts:
+		return m.size(), true
+	case proto.Message:
+		return proto.Size(m), true
+	}
+	return 0, false
 }
 
 // compressed reports whether the call's answer is sent compressed (its

@@ -7,6 +7,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // Range answers a RangeRequest from v as etcd's applier does: the limit is
@@ -165,4 +166,45 @@ type kvSortByValue struct{ kvSort }
 
 func (s kvSortByValue) Less(i, j int) bool {
 	return bytes.Compare(s.kvSort[i].Value, s.kvSort[j].Value) < 0
+}
+
+// EncodedView is a ReadView that can also encode a range's pairs itself
+// (shard.View, whose journal holds them encoded).
+type EncodedView interface {
+	ReadView
+	// EncodeRange reads at most limit (0: all) of the range's pairs at
+	// rev, encodes the first keep of them (0: all) as the length-delimited
+	// field number field, one element each, and returns how many it read
+	// and how many there are in all.
+	EncodeRange(field protowire.Number, key, end []byte, rev, limit, keep int64) ([][]byte, int, int64, error)
+}
+
+// Encodable reports whether RangeEncoded can answer r: whole pairs in key
+// order, unfiltered (no revision filters, keys or count only). A sort
+// target other than the key sorts even with no sort order (ascending, as
+// etcd does).
+func Encodable(r *pb.RangeRequest) bool {
+	inKeyOrder := r.SortTarget == pb.RangeRequest_KEY && (r.SortOrder == pb.RangeRequest_NONE || r.SortOrder == pb.RangeRequest_ASCEND)
+	return inKeyOrder && !r.CountOnly && !r.KeysOnly && !HasRevisionFilters(r)
+}
+
+// RangeResponseKvs is the field number of RangeResponse's kvs.
+const RangeResponseKvs protowire.Number = 2
+
+// RangeEncoded answers a checked, Encodable r as Range does, with its pairs
+// already encoded: resp is Range's answer without them (header revision,
+// more, count) and kvs its kvs field, encoded, one pair an element. Range's
+// answer encodes as resp's header, then kvs, then the rest of resp.
+func RangeEncoded(v EncodedView, r *pb.RangeRequest) (resp *pb.RangeResponse, kvs [][]byte, err error) {
+	limit := r.Limit
+	if limit > 0 && limit < math.MaxInt64 {
+		limit++
+	}
+	kvs, n, count, err := v.EncodeRange(RangeResponseKvs, r.Key, mkGteRange(r.RangeEnd), r.Revision, limit, r.Limit)
+	if err != nil {
+		return nil, nil, ToGRPC(err)
+	}
+	resp = &pb.RangeResponse{Header: &pb.ResponseHeader{Revision: v.Rev()}, Count: count}
+	resp.More = r.Limit > 0 && int64(n) > r.Limit
+	return resp, kvs, nil
 }

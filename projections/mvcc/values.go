@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 )
 
 // ErrLoad is returned (wrapped) by reads whose Values failed to fetch a
@@ -101,4 +103,48 @@ func (m *MemValues) Pairs(refs []Ref, kvs []*mvccpb.KeyValue) error {
 		kvs[i] = kv
 	}
 	return nil
+}
+
+// EncodedValues are Values that can also hand out pairs in protobuf's wire
+// format, for an answer being encoded (revd's journal holds them encoded).
+type EncodedValues interface {
+	Values
+	// EncodedPairs returns, for each ref, the pair it names, encoded as
+	// proto.Marshal encodes it, as the length-delimited field number
+	// field.
+	EncodedPairs(field protowire.Number, refs []Ref) ([][]byte, error)
+}
+
+// EncodeResolved returns the pairs ents name, each as the length-delimited
+// field number field of a message being encoded (a RangeResponse's kvs:
+// 2): through EncodedPairs when v is EncodedValues, else read with Pairs
+// and encoded. Errors wrap ErrLoad.
+func EncodeResolved(field protowire.Number, v Values, ents []Entry) ([][]byte, error) {
+	if len(ents) == 0 {
+		return nil, nil
+	}
+	refs := make([]Ref, len(ents))
+	for i, e := range ents {
+		refs[i] = e.Ref()
+	}
+	if ev, ok := v.(EncodedValues); ok {
+		out, err := ev.EncodedPairs(field, refs)
+		if err != nil && !errors.Is(err, ErrLoad) {
+			err = fmt.Errorf("%w: %w", ErrLoad, err)
+		}
+		return out, err
+	}
+	kvs := make([]*mvccpb.KeyValue, len(ents))
+	if err := pairs(v, refs, kvs); err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(kvs))
+	for i, kv := range kvs {
+		b, err := proto.Marshal(kv)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = protowire.AppendBytes(protowire.AppendTag(nil, field, protowire.BytesType), b)
+	}
+	return out, nil
 }

@@ -1,0 +1,57 @@
+package grpcapi
+
+import (
+	"context"
+	"slices"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+
+	"revd/server"
+)
+
+// kvService is etcd's KV service (pb.KV_ServiceDesc) with its own Range
+// handler: a Range that server.RangeEncoded can answer goes to grpc-go
+// encoded already (encodedParts), its pairs copied from the journal as it
+// holds them, instead of as a RangeResponse grpc-go would encode: a large
+// range then costs no object per pair and one copy of its values less.
+// Every other call, and a Range only server.Range answers, is served by
+// the generated handlers.
+func kvService() *grpc.ServiceDesc {
+	sd := pb.KV_ServiceDesc
+	sd.Methods = slices.Clone(sd.Methods)
+	for i := range sd.Methods {
+		if sd.Methods[i].MethodName == "Range" {
+			sd.Methods[i].Handler = rangeHandler
+		}
+	}
+	return &sd
+}
+
+// rangeHandler is the generated KV Range handler's twin, around answerRange.
+func rangeHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+	in := new(pb.RangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	handler := func(ctx context.Context, req any) (any, error) {
+		return answerRange(ctx, srv.(*server.Server), req.(*pb.RangeRequest))
+	}
+	if interceptor == nil {
+		return handler(ctx, in)
+	}
+	return interceptor(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: pb.KV_Range_FullMethodName}, handler)
+}
+
+// answerRange answers r encoded when the server can, else as a
+// RangeResponse.
+func answerRange(ctx context.Context, s *server.Server, r *pb.RangeRequest) (any, error) {
+	parts, ok, err := s.RangeEncoded(ctx, r)
+	if !ok {
+		return s.Range(ctx, r)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return encodedParts(parts), nil
+}

@@ -1,0 +1,129 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+)
+
+// EncodedPairs returns the pairs Pairs would return, in protobuf's wire
+// format: out[i] is the pair ref(i) names as the length-delimited field
+// number field, the way a message holding them in a repeated field (a
+// RangeResponse's kvs) encodes them, so that out's elements written one
+// after the other are that field. A pair read from its record is copied as
+// the record holds it, already encoded (the journal writes pairs as
+// proto.Marshal does), and checked as Pairs checks it: a range's answer
+// costs no decoding, no object per pair and one encoding less. The
+// elements share a few large buffers, filled in the order the records are
+// read. Errors are Pairs' errors.
+func (j *Journal) EncodedPairs(field protowire.Number, n int, ref func(i int) (key string, rev int64)) ([][]byte, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	if err := j.life.enter(); err != nil {
+		return nil, err
+	}
+	defer j.life.exit()
+	out, err := j.encodedPairs(field, n, ref)
+	if err != nil {
+		return nil, j.corrupt(err)
+	}
+	return out, nil
+}
+
+// encodedPairs is EncodedPairs inside the journal's life.
+func (j *Journal) encodedPairs(field protowire.Number, n int, ref func(i int) (key string, rev int64)) ([][]byte, error) {
+	out := make([][]byte, n)
+	if n == 1 {
+		key, rev := ref(0)
+		p, err := j.encodedPair(field, key, rev)
+		out[0] = p
+		return out, err
+	}
+	var a fieldArena
+	folded, err := j.readRecords(n, ref, func(i int32, kvb []byte, _ kvFields) error {
+		out[i] = a.add(field, kvb)
+		return nil
+	})
+	if err != nil || len(folded) == 0 {
+		return out, err
+	}
+	// Pairs the compactor folded into the base snapshot: read as Pairs
+	// reads them, and encoded.
+	kvs := make([]*mvccpb.KeyValue, n)
+	if err := j.basePairs(folded, ref, kvs); err != nil {
+		return nil, err
+	}
+	for _, i := range folded {
+		b, err := proto.Marshal(kvs[i])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = a.add(field, b)
+	}
+	return out, nil
+}
+
+// encodedPair is encodedPairs of one pair: one lookup in each place, as
+// pair, into a buffer of its size.
+func (j *Journal) encodedPair(field protowire.Number, key string, rev int64) ([]byte, error) {
+	if rev > 0 {
+		v, closer, err := j.db.Get(recordKey(rev))
+		switch {
+		case err == nil:
+			defer closer.Close()
+			kvb, _, err := putBytes(rev, v, key)
+			if err != nil {
+				return nil, err
+			}
+			return appendField(nil, field, kvb), nil
+		case !errors.Is(err, pebble.ErrNotFound):
+			return nil, readErr(fmt.Sprintf("read record %d", rev), err)
+		}
+	}
+	kv, err := j.pair(key, rev)
+	if err != nil {
+		return nil, err
+	}
+	b, err := proto.Marshal(kv)
+	if err != nil {
+		return nil, err
+	}
+	return appendField(nil, field, b), nil
+}
+
+// appendField appends b as the length-delimited field number field, into
+// dst's room if it has enough (else a buffer of the field's size).
+func appendField(dst []byte, field protowire.Number, b []byte) []byte {
+	if need := protowire.SizeTag(field) + protowire.SizeBytes(len(b)); cap(dst)-len(dst) < need {
+		dst = append(make([]byte, 0, len(dst)+need), dst...)
+	}
+	return protowire.AppendBytes(protowire.AppendTag(dst, field, protowire.BytesType), b)
+}
+
+// fieldArena hands out encoded fields from buffers it allocates, each
+// twice the size of the one before, from 4 KiB to 1 MiB (or a field's size,
+// if larger): many small fields take a few allocations, and no buffer is
+// copied into a larger one as a single growing buffer would be.
+type fieldArena struct{ buf []byte }
+
+const (
+	arenaFirst = 4 << 10
+	arenaMax   = 1 << 20
+)
+
+// add appends b as the length-delimited field number field, and returns
+// the field (its capacity ends with it).
+func (a *fieldArena) add(field protowire.Number, b []byte) []byte {
+	need := protowire.SizeTag(field) + protowire.SizeBytes(len(b))
+	if cap(a.buf)-len(a.buf) < need {
+		a.buf = make([]byte, 0, max(need, min(arenaMax, max(arenaFirst, 2*cap(a.buf)))))
+	}
+	start := len(a.buf)
+	a.buf = protowire.AppendBytes(protowire.AppendTag(a.buf, field, protowire.BytesType), b)
+	return a.buf[start:len(a.buf):len(a.buf)]
+}
