@@ -376,7 +376,9 @@ func (g *guard) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, han
 	// The answer is encoded once returned: not while the connection is
 	// stalled or has MaxUnsentBytes waiting for its writer (the encoding
 	// is a second copy of the values), nor at all if the call was reset
-	// (or timed out) meanwhile, since nobody would read it.
+	// (or timed out) meanwhile, since nobody would read it. A Range's
+	// answer comes encoded already (encodedParts, its only copy of the
+	// values), and waits here the same way.
 	if aerr := g.admit(ctx, st); aerr != nil {
 		if st != nil {
 			st.queued.Add(-est)
