@@ -17,7 +17,7 @@ import (
 // after the other are that field. A pair read from its record is copied as
 // the record holds it, already encoded (the journal writes pairs as
 // proto.Marshal does), and checked as Pairs checks it: a range's answer
-// costs no decoding, no object per pair and one encoding less. The
+// costs no decoding, no KeyValue per pair and one encoding less. The
 // elements share a few large buffers, filled in the order the records are
 // read. Errors are Pairs' errors.
 func (j *Journal) EncodedPairs(field protowire.Number, n int, ref func(i int) (key string, rev int64)) ([][]byte, error) {
@@ -106,20 +106,27 @@ func appendField(dst []byte, field protowire.Number, b []byte) []byte {
 }
 
 // fieldArena hands out encoded fields from buffers it allocates, each
-// twice the size of the one before, from 4 KiB to 1 MiB (or a field's size,
-// if larger): many small fields take a few allocations, and no buffer is
-// copied into a larger one as a single growing buffer would be.
+// twice the size of the one before, from 4 KiB to 1 MiB: many small fields
+// take a few allocations, and no buffer is copied into a larger one as a
+// single growing buffer would be. A field of a quarter of the largest
+// buffer or more gets a buffer of its own size, so that the room a buffer
+// leaves unused (what the guard, counting the answer's bytes, does not see)
+// stays a fraction of what it holds.
 type fieldArena struct{ buf []byte }
 
 const (
 	arenaFirst = 4 << 10
 	arenaMax   = 1 << 20
+	arenaAlone = arenaMax / 4
 )
 
 // add appends b as the length-delimited field number field, and returns
 // the field (its capacity ends with it).
 func (a *fieldArena) add(field protowire.Number, b []byte) []byte {
 	need := protowire.SizeTag(field) + protowire.SizeBytes(len(b))
+	if need >= arenaAlone {
+		return appendField(nil, field, b)
+	}
 	if cap(a.buf)-len(a.buf) < need {
 		a.buf = make([]byte, 0, max(need, min(arenaMax, max(arenaFirst, 2*cap(a.buf)))))
 	}

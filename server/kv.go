@@ -43,7 +43,7 @@ func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespon
 // RangeEncoded answers r as Range does, already in protobuf's wire format:
 // the parts of its RangeResponse's encoding (a pair each, between the
 // header's and more's and count's), to be sent one after the other, with
-// the pairs copied as the journal holds them (no object per
+// the pairs copied as the journal holds them (no decoded
 // pair, no second encoding; a large range's answer is its values and a
 // little more). ok is false, and nothing done, for a request only Range
 // answers (etcdkv.Encodable: a sort, revision filters, keys or count
