@@ -236,6 +236,18 @@ func (c *cluster) propose(n uint64) {
 	c.t.Fatalf("proposal %d never taken", n)
 }
 
+// proposeThrough proposes from through to in order, then waits until every
+// running member applied applied and them; it returns what they applied.
+func (c *cluster) proposeThrough(applied []uint64, from, to uint64) []uint64 {
+	c.t.Helper()
+	for i := from; i <= to; i++ {
+		c.propose(i)
+		applied = append(applied, i)
+	}
+	c.waitApplied(applied)
+	return applied
+}
+
 // waitApplied waits until every running member applied want, in order.
 func (c *cluster) waitApplied(want []uint64) {
 	c.t.Helper()
@@ -269,19 +281,10 @@ func (c *cluster) waitApplied(want []uint64) {
 // applying anything twice.
 func TestReplicateAndFailOver(t *testing.T) {
 	c := newCluster(t, []uint64{1, 2, 3}, nil)
-	var want []uint64
-	for i := uint64(1); i <= 20; i++ {
-		c.propose(i)
-		want = append(want, i)
-	}
-	c.waitApplied(want)
+	want := c.proposeThrough(nil, 1, 20)
 	old := c.leader().ID()
 	c.stop(old)
-	for i := uint64(21); i <= 40; i++ {
-		c.propose(i)
-		want = append(want, i)
-	}
-	c.waitApplied(want)
+	want = c.proposeThrough(want, 21, 40)
 	if c.leader().ID() == old {
 		t.Fatal("the stopped member still leads")
 	}
@@ -354,11 +357,7 @@ func TestSnapshotCatchUp(t *testing.T) {
 	}
 	c.stop(down)
 	want := []uint64{1}
-	for i := uint64(2); i <= 60; i++ {
-		c.propose(i)
-		want = append(want, i)
-	}
-	c.waitApplied(want)
+	want = c.proposeThrough(want, 2, 60)
 	c.start(down)
 	c.waitApplied(want)
 	c.net.mu.Lock()
@@ -375,12 +374,7 @@ func TestSnapshotCatchUp(t *testing.T) {
 // with ErrWALDamaged rather than take the rest for a torn tail.
 func TestLogEndingBeforeApplied(t *testing.T) {
 	c := newCluster(t, []uint64{1}, nil)
-	var want []uint64
-	for i := uint64(1); i <= 50; i++ {
-		c.propose(i)
-		want = append(want, i)
-	}
-	c.waitApplied(want)
+	c.proposeThrough(nil, 1, 50)
 	c.stop(1)
 	segs, err := filepath.Glob(filepath.Join(c.dirs[1], "wal", "*.wal"))
 	if err != nil || len(segs) == 0 {
@@ -511,12 +505,7 @@ func TestRestartRightAfterSnapshot(t *testing.T) {
 		o.SnapshotCount = 1
 		o.AppliedConfState = &raftpb.ConfState{Voters: []uint64{1}} // as revd's journal records it
 	})
-	var want []uint64
-	for i := uint64(1); i <= 5; i++ {
-		c.propose(i)
-		want = append(want, i)
-	}
-	c.waitApplied(want)
+	want := c.proposeThrough(nil, 1, 5)
 	c.stop(1)
 	c.start(1)
 	c.propose(6)
