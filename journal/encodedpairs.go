@@ -1,10 +1,6 @@
 package journal
 
 import (
-	"errors"
-	"fmt"
-
-	"github.com/cockroachdb/pebble/v2"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -68,32 +64,17 @@ func (j *Journal) encodedPairs(field protowire.Number, n int, ref func(i int) (k
 	return out, nil
 }
 
-// encodedPair is encodedPairs of one pair: one lookup in each place, as
-// pair, into a buffer of its size.
-func (j *Journal) encodedPair(field protowire.Number, key string, rev int64) ([]byte, error) {
-	if rev > 0 {
-		v, closer, err := j.db.Get(recordKey(rev))
-		switch {
-		case err == nil:
-			defer closer.Close()
-			kvb, _, err := putBytes(rev, v, key)
-			if err != nil {
-				return nil, err
-			}
-			return appendField(nil, field, kvb), nil
-		case !errors.Is(err, pebble.ErrNotFound):
-			return nil, readErr(fmt.Sprintf("read record %d", rev), err)
-		}
-	}
-	kv, err := j.pair(key, rev)
-	if err != nil {
-		return nil, err
-	}
-	b, err := proto.Marshal(kv)
-	if err != nil {
-		return nil, err
-	}
-	return appendField(nil, field, b), nil
+// encodedPair is encodedPairs of one pair: lookupPair, into a buffer of
+// its size.
+func (j *Journal) encodedPair(field protowire.Number, key string, rev int64) (out []byte, err error) {
+	err = j.lookupPair(key, rev,
+		func(kvb []byte, _ kvFields) error { out = appendField(nil, field, kvb); return nil },
+		func(kv *mvccpb.KeyValue) error {
+			b, err := proto.Marshal(kv)
+			out = appendField(nil, field, b)
+			return err
+		})
+	return out, err
 }
 
 // appendField appends b as the length-delimited field number field, into

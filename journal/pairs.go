@@ -202,27 +202,46 @@ func (j *Journal) basePairs(order []int32, ref func(int) (string, int64), kvs []
 }
 
 // pair is Pair's one lookup in each place.
-func (j *Journal) pair(key string, rev int64) (*mvccpb.KeyValue, error) {
+func (j *Journal) pair(key string, rev int64) (kv *mvccpb.KeyValue, err error) {
+	err = j.lookupPair(key, rev,
+		func(_ []byte, f kvFields) error { kv = kvOf(f); return nil },
+		func(b *mvccpb.KeyValue) error { kv = b; return nil })
+	return kv, err
+}
+
+// lookupPair finds the pair the put at rev wrote to key, with one lookup
+// in each place: it calls record with the pair as the record of rev holds
+// it, encoded and scanned (valid during the call only), or, once that
+// record was folded, base with the pair the base snapshot holds.
+func (j *Journal) lookupPair(key string, rev int64, record func(kvb []byte, f kvFields) error, base func(*mvccpb.KeyValue) error) error {
 	if rev > 0 {
 		v, closer, err := j.db.Get(recordKey(rev))
 		switch {
 		case err == nil:
 			defer closer.Close()
-			return putOf(rev, v, key)
+			kvb, f, err := putBytes(rev, v, key)
+			if err != nil {
+				return err
+			}
+			return record(kvb, f)
 		case !errors.Is(err, pebble.ErrNotFound):
-			return nil, readErr(fmt.Sprintf("read record %d", rev), err)
+			return readErr(fmt.Sprintf("read record %d", rev), err)
 		}
 	}
 	bk := append([]byte(basePrefix), key...)
 	v, closer, err := j.db.Get(bk)
 	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, fmt.Errorf("%w: %q at revision %d is neither in a record nor in the base snapshot", ErrNoPair, key, rev)
+		return fmt.Errorf("%w: %q at revision %d is neither in a record nor in the base snapshot", ErrNoPair, key, rev)
 	}
 	if err != nil {
-		return nil, readErr(fmt.Sprintf("read base entry %q", key), err)
+		return readErr(fmt.Sprintf("read base entry %q", key), err)
 	}
 	defer closer.Close()
-	return baseAt(bk, v, rev)
+	kv, err := baseAt(bk, v, rev)
+	if err != nil {
+		return err
+	}
+	return base(kv)
 }
 
 // baseAt decodes the base entry v stored under bk, which must be the put
@@ -236,16 +255,6 @@ func baseAt(bk, v []byte, rev int64) (*mvccpb.KeyValue, error) {
 		return nil, fmt.Errorf("%w: the base snapshot holds %q at revision %d, not %d", ErrNoPair, kv.Key, kv.ModRevision, rev)
 	}
 	return kv, nil
-}
-
-// putOf checks the record value v of revision rev and decodes the pair its
-// put of key wrote, without decoding its other events.
-func putOf(rev int64, v []byte, key string) (*mvccpb.KeyValue, error) {
-	_, f, err := putBytes(rev, v, key)
-	if err != nil {
-		return nil, err
-	}
-	return kvOf(f), nil
 }
 
 // putBytes checks the record value v of revision rev and returns the
