@@ -19,25 +19,39 @@ import (
 )
 
 // Range answers a RangeRequest from the shards (see the package doc).
-func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
-	if err := etcdkv.CheckRange(r); err != nil {
+func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (resp *pb.RangeResponse, err error) {
+	err = s.serveRange(ctx, r, func() (*pb.ResponseHeader, error) {
+		resp, err = s.reads.rangeShards(ctx, r)
+		return resp.GetHeader(), err
+	})
+	if err != nil {
 		return nil, err
+	}
+	return resp, nil
+}
+
+// serveRange serves a Range: it checks r, takes the read index unless r is
+// serializable, and runs read (which reads the answer and returns its
+// header) within auth's read permission; then it fills the header.
+func (s *Server) serveRange(ctx context.Context, r *pb.RangeRequest, read func() (*pb.ResponseHeader, error)) error {
+	if err := etcdkv.CheckRange(r); err != nil {
+		return err
 	}
 	if !r.Serializable {
 		if err := s.linearize(ctx); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	ai, err := s.auth.PermitRead(ctx, r)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	resp, err := s.reads.rangeShards(ctx, r)
+	h, err := read()
 	if err = s.auth.ReadDone(ai, err); err != nil {
-		return nil, err
+		return err
 	}
-	s.fill(resp.Header)
-	return resp, nil
+	s.fill(h)
+	return nil
 }
 
 // RangeEncoded answers r as Range does, already in protobuf's wire format:
@@ -52,23 +66,15 @@ func (s *Server) RangeEncoded(ctx context.Context, r *pb.RangeRequest) (parts []
 	if !etcdkv.Encodable(r) {
 		return nil, false, nil
 	}
-	if err := etcdkv.CheckRange(r); err != nil {
-		return nil, true, err
-	}
-	if !r.Serializable {
-		if err := s.linearize(ctx); err != nil {
-			return nil, true, err
-		}
-	}
-	ai, err := s.auth.PermitRead(ctx, r)
+	var resp *pb.RangeResponse
+	var kvs [][]byte
+	err = s.serveRange(ctx, r, func() (*pb.ResponseHeader, error) {
+		resp, kvs, err = s.reads.rangeShardsEncoded(ctx, r)
+		return resp.GetHeader(), err
+	})
 	if err != nil {
 		return nil, true, err
 	}
-	resp, kvs, err := s.reads.rangeShardsEncoded(ctx, r)
-	if err = s.auth.ReadDone(ai, err); err != nil {
-		return nil, true, err
-	}
-	s.fill(resp.Header)
 	// The fields in Range's order: header, kvs, more and count.
 	head, err := proto.Marshal(&pb.RangeResponse{Header: resp.Header})
 	if err != nil {

@@ -16,14 +16,7 @@ import (
 // limit and filters. The header carries only the view's revision.
 func Range(v ReadView, r *pb.RangeRequest) (*pb.RangeResponse, error) {
 	resp := &pb.RangeResponse{Header: &pb.ResponseHeader{}}
-	limit := r.Limit
-	if !IsDefaultOrdering(r.SortTarget, r.SortOrder) || HasRevisionFilters(r) {
-		// Fetch everything; sort and truncate afterwards.
-		limit = 0
-	}
-	if limit > 0 && limit < math.MaxInt64 {
-		limit++
-	}
+	limit := readLimit(r)
 	end := mkGteRange(r.RangeEnd)
 	var kvs []*mvccpb.KeyValue
 	var count int64
@@ -67,6 +60,21 @@ func Range(v ReadView, r *pb.RangeRequest) (*pb.RangeResponse, error) {
 		resp.Kvs[i] = kv
 	}
 	return resp, nil
+}
+
+// readLimit is how many pairs a range reads for r: all of them (0) when a
+// sort or a revision filter needs every pair first, else r's limit plus
+// one, to set more.
+func readLimit(r *pb.RangeRequest) int64 {
+	limit := r.Limit
+	if !IsDefaultOrdering(r.SortTarget, r.SortOrder) || HasRevisionFilters(r) {
+		// Fetch everything; sort and truncate afterwards.
+		return 0
+	}
+	if limit > 0 && limit < math.MaxInt64 {
+		limit++
+	}
+	return limit
 }
 
 // keyOnly is kv without its value, as etcd answers keys_only. Unless the
@@ -196,11 +204,7 @@ const RangeResponseKvs protowire.Number = 2
 // more, count) and kvs its kvs field, encoded, one pair an element. Range's
 // answer encodes as resp's header, then kvs, then the rest of resp.
 func RangeEncoded(v EncodedView, r *pb.RangeRequest) (resp *pb.RangeResponse, kvs [][]byte, err error) {
-	limit := r.Limit
-	if limit > 0 && limit < math.MaxInt64 {
-		limit++
-	}
-	kvs, n, count, err := v.EncodeRange(RangeResponseKvs, r.Key, mkGteRange(r.RangeEnd), r.Revision, limit, r.Limit)
+	kvs, n, count, err := v.EncodeRange(RangeResponseKvs, r.Key, mkGteRange(r.RangeEnd), r.Revision, readLimit(r), r.Limit)
 	if err != nil {
 		return nil, nil, ToGRPC(err)
 	}
