@@ -68,20 +68,25 @@ func (j *Journal) encodedPairs(field protowire.Number, n int, ref func(i int) (k
 // its size.
 func (j *Journal) encodedPair(field protowire.Number, key string, rev int64) (out []byte, err error) {
 	err = j.lookupPair(key, rev,
-		func(kvb []byte, _ kvFields) error { out = appendField(nil, field, kvb); return nil },
+		func(kvb []byte, _ kvFields) error { out = newField(field, kvb); return nil },
 		func(kv *mvccpb.KeyValue) error {
 			b, err := proto.Marshal(kv)
-			out = appendField(nil, field, b)
+			out = newField(field, b)
 			return err
 		})
 	return out, err
 }
 
-// appendField appends b as the length-delimited field number field, into
-// dst's room if it has enough (else a buffer of the field's size).
-func appendField(dst []byte, field protowire.Number, b []byte) []byte {
-	if need := protowire.SizeTag(field) + protowire.SizeBytes(len(b)); cap(dst)-len(dst) < need {
-		dst = append(make([]byte, 0, len(dst)+need), dst...)
+// newField returns b as the length-delimited field number field, in a
+// buffer of its own: of its size, or from the pool for a field of
+// PooledFieldBytes or more (fieldpool.go).
+func newField(field protowire.Number, b []byte) []byte {
+	need := protowire.SizeTag(field) + protowire.SizeBytes(len(b))
+	var dst []byte
+	if need >= PooledFieldBytes {
+		dst = pooledBuffer(need)
+	} else {
+		dst = make([]byte, 0, need)
 	}
 	return protowire.AppendBytes(protowire.AppendTag(dst, field, protowire.BytesType), b)
 }
@@ -90,9 +95,10 @@ func appendField(dst []byte, field protowire.Number, b []byte) []byte {
 // twice the size of the one before, from 4 KiB to 1 MiB: many small fields
 // take a few allocations, and no buffer is copied into a larger one as a
 // single growing buffer would be. A field of a quarter of the largest
-// buffer or more gets a buffer of its own size, so that the room a buffer
-// leaves unused (what the guard, counting the answer's bytes, does not see)
-// stays a fraction of what it holds.
+// buffer or more (PooledFieldBytes) gets a buffer of its own, from the
+// pool (fieldpool.go), so that the room a buffer leaves unused (what the
+// guard, counting the answer's bytes, does not see) stays a fraction of
+// what it holds.
 type fieldArena struct{ buf []byte }
 
 const (
@@ -106,7 +112,7 @@ const (
 func (a *fieldArena) add(field protowire.Number, b []byte) []byte {
 	need := protowire.SizeTag(field) + protowire.SizeBytes(len(b))
 	if need >= arenaAlone {
-		return appendField(nil, field, b)
+		return newField(field, b)
 	}
 	if cap(a.buf)-len(a.buf) < need {
 		a.buf = make([]byte, 0, max(need, min(arenaMax, max(arenaFirst, 2*cap(a.buf)))))

@@ -11,7 +11,8 @@ import (
 // TestFieldArena: every field is b encoded as the field asked for, its
 // capacity ends with it, and the buffers behind the fields hold no more
 // than a third again the bytes handed out (plus the last buffer's room):
-// a field of arenaAlone or more has a buffer of its own size.
+// a field of arenaAlone or more has a buffer of its own, of its size
+// class.
 func TestFieldArena(t *testing.T) {
 	var a fieldArena
 	sizes := []int{10, 3000, 100 << 10, 300 << 10, 600 << 10, 5, 200 << 10, 700 << 10, 40 << 10}
@@ -24,13 +25,20 @@ func TestFieldArena(t *testing.T) {
 		b := bytes.Repeat([]byte{byte(i)}, n)
 		f := a.add(2, b)
 		want := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), b)
-		if !bytes.Equal(f, want) || cap(f) != len(f) {
-			t.Fatalf("field %d (%d bytes): %d bytes, capacity %d, want %d of each", i, n, len(f), cap(f), len(want))
+		if !bytes.Equal(f, want) {
+			t.Fatalf("field %d (%d bytes): %d bytes, want %d", i, n, len(f), len(want))
 		}
 		handed += len(f)
 		if len(f) >= arenaAlone {
-			bufs[unsafe.Pointer(unsafe.SliceData(f))] = len(f)
+			// A buffer of its own, from the pool: its size class.
+			if cap(f) != classSize(len(f)) {
+				t.Fatalf("field %d (%d bytes): capacity %d, want %d", i, len(f), cap(f), classSize(len(f)))
+			}
+			bufs[unsafe.Pointer(unsafe.SliceData(f))] = cap(f)
 			continue
+		}
+		if cap(f) != len(f) {
+			t.Fatalf("field %d (%d bytes): capacity %d, want it to end with the field", i, len(f), cap(f))
 		}
 		// A field from a shared buffer: the buffer is the arena's
 		// current one.

@@ -14,6 +14,7 @@ import (
 	"revd/actors/sequencer"
 	"revd/actors/shard"
 	"revd/internal/etcdkv"
+	"revd/journal"
 	"revd/server/internal/reqsize"
 	"revd/server/internal/rpcerr"
 )
@@ -61,7 +62,9 @@ func (s *Server) serveRange(ctx context.Context, r *pb.RangeRequest, read func()
 // pair, no second encoding; a large range's answer is its values and a
 // little more). ok is false, and nothing done, for a request only Range
 // answers (etcdkv.Encodable: a sort, revision filters, keys or count
-// only).
+// only). A part of PooledPartBytes or more (a large value's pair) is in a
+// pooled buffer of its own: give it back with ReleaseRangePart once it is
+// sent (or never: the collector then takes it).
 func (s *Server) RangeEncoded(ctx context.Context, r *pb.RangeRequest) (parts [][]byte, ok bool, err error) {
 	if !etcdkv.Encodable(r) {
 		return nil, false, nil
@@ -89,6 +92,15 @@ func (s *Server) RangeEncoded(ctx context.Context, r *pb.RangeRequest) (parts []
 	parts = append(append(append(parts, head), kvs...), tail)
 	return parts, true, nil
 }
+
+// PooledPartBytes is the size from which RangeEncoded's parts are in
+// pooled buffers (journal.PooledFieldBytes).
+const PooledPartBytes = journal.PooledFieldBytes
+
+// ReleaseRangePart gives back the buffer of part, a part of RangeEncoded's
+// answer that nothing reads any more (journal.ReleaseField): part must not
+// be used after.
+func ReleaseRangePart(part []byte) { journal.ReleaseField(part) }
 
 // Put writes one key through the sequencer.
 func (s *Server) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {

@@ -6,6 +6,8 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
+
+	"revd/server"
 )
 
 // codec is the server's protobuf codec (grpc.ForceServerCodecV2). It
@@ -42,7 +44,28 @@ type preEncoded []byte
 // encodedParts is a message already in protobuf's wire format, in parts
 // sent one after the other (a Range's answer: server.RangeEncoded); like
 // a preEncoded, the bytes must not change until the message is written.
+// Its parts of server.PooledPartBytes or more are in pooled buffers,
+// given back (release) once written, or when the answer is dropped.
 type encodedParts [][]byte
+
+// release gives back e's pooled buffers, for an answer that will not be
+// sent: e must not be used after.
+func (e encodedParts) release() {
+	for _, p := range e {
+		server.ReleaseRangePart(p)
+	}
+}
+
+// rangePartPool is the mem.BufferPool of an encodedParts' pooled parts: it
+// only takes them back (server.ReleaseRangePart).
+type rangePartPool struct{}
+
+func (rangePartPool) Get(n int) *[]byte {
+	b := make([]byte, n)
+	return &b
+}
+
+func (rangePartPool) Put(b *[]byte) { server.ReleaseRangePart(*b) }
 
 // size is the encoded message's size.
 func (e encodedParts) size() int {
@@ -62,7 +85,12 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	case encodedParts:
 		bs := make(mem.BufferSlice, 0, len(pe))
 		for _, p := range pe {
-			if len(p) > 0 {
+			switch {
+			case len(p) >= server.PooledPartBytes:
+				// A large value's pair, in a pooled buffer: given back
+				// once grpc-go has written it (or dropped the answer).
+				bs = append(bs, mem.NewBuffer(&p, rangePartPool{}))
+			case len(p) > 0:
 				bs = append(bs, mem.SliceBuffer(p))
 			}
 		}

@@ -383,6 +383,9 @@ func (g *guard) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, han
 		if st != nil {
 			st.queued.Add(-est)
 		}
+		if parts, ok := resp.(encodedParts); ok {
+			parts.release()
+		}
 		return nil, aerr
 	}
 	if st == nil {
