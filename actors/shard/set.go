@@ -70,13 +70,18 @@ func (s *Set) span(key, end []byte) (int, int) {
 
 // Load restores a key alive at the base revision, whose last put is e,
 // into its shard (start-up only, before Spawn).
-func (s *Set) Load(e mvcc.Entry) { s.shards[s.Owner([]byte(e.Key))].st.Load(e) }
+func (s *Set) Load(e mvcc.Entry) {
+	st := s.shards[s.Owner([]byte(e.Key))].st
+	st.StartRestore()
+	st.Load(e)
+}
 
 // ApplyRestored applies one revision's index entry read back from the
 // journal to every shard (start-up only, before Spawn).
 func (s *Set) ApplyRestored(rev int64, events []journal.IndexEvent) {
 	for _, ev := range events {
 		st := s.shards[s.Owner(ev.Key)].st
+		st.StartRestore()
 		switch ev.Type {
 		case mvccpb.Event_PUT:
 			st.Put(ev.Key, rev, ev.Create, ev.Ver)
@@ -86,10 +91,14 @@ func (s *Set) ApplyRestored(rev int64, events []journal.IndexEvent) {
 	}
 }
 
-// FinishRestore moves every shard to rev, sets the compaction revision, and
-// resets the tracker (start-up only, before Spawn).
+// FinishRestore ends the restore Load and ApplyRestored began (each
+// shard's index kept its new keys out of its tree meanwhile, and now adds
+// them in key order: mvcc's restore.go), moves every shard to rev, sets the
+// compaction revision, and resets the tracker (start-up only, before
+// Spawn).
 func (s *Set) FinishRestore(rev, compactRev int64) {
 	for _, sh := range s.shards {
+		sh.st.FinishRestore()
 		sh.st.SetRev(rev)
 		if compactRev > sh.st.CompactRev() {
 			sh.st.Compact(compactRev)

@@ -46,6 +46,10 @@ type Index struct {
 	keys       map[string]*keyIndex // the tree's keyIndex values by key
 	rev        int64
 	compactRev int64
+	// restoring, between StartRestore and FinishRestore, keeps new keys
+	// out of the tree, in restored (restore.go).
+	restoring bool
+	restored  []*keyIndex
 }
 
 func lessKeyIndex(a, b *keyIndex) bool { return a.key < b.key }
@@ -72,7 +76,7 @@ func (x *Index) SetRev(rev int64) {
 }
 
 // KeyCount is the number of keys with any history in the index.
-func (x *Index) KeyCount() int { return x.tree.Len() }
+func (x *Index) KeyCount() int { return len(x.keys) }
 
 // probe is a keyIndex for looking key up; it does not copy key, and must
 // not outlive the lookup.
@@ -84,9 +88,14 @@ func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), l
 
 func (x *Index) lookup(key []byte) *keyIndex { return x.keys[string(key)] }
 
-// insert adds ki, whose key the index does not hold, to the tree and the map.
+// insert adds ki, whose key the index does not hold, to the tree and the
+// map (while restoring, to the map and the restored keys).
 func (x *Index) insert(ki *keyIndex) {
-	x.tree.ReplaceOrInsert(ki)
+	if x.restoring {
+		x.restored = append(x.restored, ki)
+	} else {
+		x.tree.ReplaceOrInsert(ki)
+	}
 	x.keys[ki.key] = ki
 }
 
