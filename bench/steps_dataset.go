@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -144,10 +145,13 @@ func (h *harness) datasetSteps() []step {
 			{fmt.Sprintf("write %d keys", ds.smallKeys), func(k string) func(context.Context) (string, error) {
 				return h.toolStep(k, load, rounds{n: 1}, 0)
 			}},
-			{"heap per key", func(k string) func(context.Context) (string, error) { return h.heapPerKeyStep(k, ds.smallKeys) }},
+			// Restarted with pprof's handlers, so that the heap is
+			// measured after a collection (heapPerKeyStep): what the index
+			// of these keys holds, without the garbage of the load.
 			{"restart", func(k string) func(context.Context) (string, error) {
-				return h.restartStep2(k, "small-keys", false, figSMRestart)
+				return h.restartStep2(k, "small-keys", false, figSMRestart, "--enable-pprof")
 			}},
+			{"heap per key", func(k string) func(context.Context) (string, error) { return h.heapPerKeyStep(k, ds.smallKeys) }},
 		})...)
 	}
 	return steps
@@ -215,8 +219,9 @@ func (h *harness) datasetMemoryStep(kind string) func(context.Context) (string, 
 
 // restartStep2 stops the server and starts it again on its data directory
 // (that of phase, after evicting its files from the page cache if cold),
-// recording the time to its first answer as figure id.
-func (h *harness) restartStep2(kind, phase string, cold bool, id string) func(context.Context) (string, error) {
+// recording the time to its first answer as figure id; args are added to
+// its command line.
+func (h *harness) restartStep2(kind, phase string, cold bool, id string, args ...string) func(context.Context) (string, error) {
 	name := map[string]string{"dataset": "data set", "small-keys": "small keys"}[phase]
 	f := h.figure(id, name+": restart, time to the first answer", report.Seconds, false)
 	return func(ctx context.Context) (string, error) {
@@ -239,7 +244,7 @@ func (h *harness) restartStep2(kind, phase string, cold bool, id string) func(co
 		if kind == proc.Revd {
 			bin = h.revdBin
 		}
-		srv, err := proc.Start(ctx, proc.Config{Kind: kind, Bin: bin, DataDir: dir,
+		srv, err := proc.Start(ctx, proc.Config{Kind: kind, Bin: bin, DataDir: dir, ExtraArgs: args,
 			LogPath: filepath.Join(h.outDir, "logs", kind+"-"+phase+".log")})
 		if err != nil {
 			return fail(err)
@@ -343,10 +348,15 @@ func (h *harness) datasetRangeStep(kind string) func(context.Context) (string, e
 	}
 }
 
-// heapPerKeyStep records the server's Go heap (go_memstats_heap_alloc_bytes
-// from its /metrics, the lowest of a few samples a second apart, so that
-// the garbage of the load weighs least) and its RssAnon, each divided by
-// the keys written.
+// heapPerKeyStep records the server's live Go heap and its RssAnon, each
+// divided by the keys written. The server was restarted with
+// --enable-pprof (etcd's flag, and revd's): a GET of its
+// /debug/pprof/heap?gc=1 runs a collection, after which
+// go_memstats_heap_alloc_bytes from its /metrics (the lowest of a few
+// samples a second apart) is the heap the index holds. Without it, the
+// figure held whatever garbage the last collection had left, anywhere from
+// none to the live heap again: 104 and 222 B a key on revd in two runs of
+// the same code.
 func (h *harness) heapPerKeyStep(kind string, keys int) func(context.Context) (string, error) {
 	heap := h.figure(figSMHeap, "small keys: Go heap per key", report.Bytes, false)
 	anon := h.figure(figSMAnon, "small keys: RssAnon per key", report.Bytes, false)
@@ -359,6 +369,9 @@ func (h *harness) heapPerKeyStep(kind string, keys int) func(context.Context) (s
 		}
 		srv, err := h.server(kind)
 		if err != nil {
+			return fail(err)
+		}
+		if err := collectGarbage(ctx, srv.ClientURL); err != nil {
 			return fail(err)
 		}
 		low := -1.0
@@ -385,6 +398,28 @@ func (h *harness) heapPerKeyStep(kind string, keys int) func(context.Context) (s
 		return fmt.Sprintf("heap %d MiB (%.0f B/key), RssAnon %d MiB (%.0f B/key)", int64(low)>>20, low/float64(keys),
 			m.Anon>>20, float64(m.Anon)/float64(keys)), nil
 	}
+}
+
+// collectGarbage has the server at clientURL run a garbage collection,
+// through net/http/pprof's heap profile with gc=1 (served with
+// --enable-pprof).
+func collectGarbage(ctx context.Context, clientURL string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, clientURL+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s/debug/pprof/heap?gc=1: %s", clientURL, resp.Status)
+	}
+	return nil
 }
 
 // scrapeMetric reads one gauge from a Prometheus text endpoint.
