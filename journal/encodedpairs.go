@@ -1,6 +1,8 @@
 package journal
 
 import (
+	"strings"
+
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -64,9 +66,14 @@ func (j *Journal) encodedPairs(field protowire.Number, n int, ref func(i int) (k
 	return out, nil
 }
 
-// encodedPair is encodedPairs of one pair: lookupPair, into a buffer of
-// its size.
+// encodedPair is encodedPairs of one pair: from the pair cache, or
+// lookupPair into a buffer of its own, which the cache then keeps (unless
+// it is a pooled one, given back once sent).
 func (j *Journal) encodedPair(field protowire.Number, key string, rev int64) (out []byte, err error) {
+	ref := pairRef{key: key, rev: rev, field: field}
+	if f := j.pairCache.get(ref); f != nil {
+		return f, nil
+	}
 	err = j.lookupPair(key, rev,
 		func(kvb []byte, _ kvFields) error { out = newField(field, kvb); return nil },
 		func(kv *mvccpb.KeyValue) error {
@@ -74,6 +81,10 @@ func (j *Journal) encodedPair(field protowire.Number, key string, rev int64) (ou
 			out = newField(field, b)
 			return err
 		})
+	if err == nil && len(out) < PooledFieldBytes {
+		ref.key = strings.Clone(key)
+		j.pairCache.add(ref, out)
+	}
 	return out, err
 }
 

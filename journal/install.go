@@ -33,6 +33,9 @@ func (j *Journal) Install(src string) error {
 	j.commitMu.Lock()
 	defer j.commitMu.Unlock()
 	defer j.exitOnPanic()
+	// The pairs cached are the old content's (the same pairs, members'
+	// journals being the same revision for revision; dropped all the same).
+	defer j.pairCache.clear()
 
 	from, _, err := openReadOnly(src, Options{Logger: j.log})
 	if err != nil {

@@ -33,6 +33,9 @@ type Options struct {
 	Logger *slog.Logger
 	// CacheBytes is the size of Pebble's block cache. 0 means 32 MiB.
 	CacheBytes int64
+	// PairCacheBytes is the size of the pair cache, the encoded pairs that
+	// single-key reads fetched lately (paircache.go). 0 means none.
+	PairCacheBytes int64
 	// ClusterID and MemberID name a store Open creates (a cluster member's,
 	// computed from its configuration as etcd computes them); 0 picks a
 	// random id. An existing store keeps its own.
@@ -132,6 +135,9 @@ type Journal struct {
 	// ids are the ids Options gave for a store Open creates.
 	ids struct{ ClusterID, MemberID uint64 }
 
+	// pairCache holds the pairs single-key reads fetched (paircache.go).
+	pairCache *pairCache
+
 	// hwm is the high-water mark file (hwm.go); nil when read-only.
 	hwm *hwm
 	// Damage found while running (OnCorrupt).
@@ -166,7 +172,7 @@ func Open(dir string, opts Options) (*Journal, error) {
 		_ = lock.Close()
 		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
 	}
-	j := &Journal{dir: dir, fs: fsys, log: log, lock: lock, onCorrupt: o.OnCorrupt}
+	j := &Journal{dir: dir, fs: fsys, log: log, lock: lock, onCorrupt: o.OnCorrupt, pairCache: newPairCache(o.PairCacheBytes)}
 	j.ids.ClusterID, j.ids.MemberID = o.ClusterID, o.MemberID
 	j.life.init()
 	if err := j.open(o); err != nil {

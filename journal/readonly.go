@@ -159,7 +159,7 @@ func (l locked) openPebble(o Options) (*Journal, error) {
 		_ = l.lock.Close()
 		return nil, err
 	}
-	j := &Journal{dir: l.dir, fs: o.FS, log: log, db: db, lock: l.lock}
+	j := &Journal{dir: l.dir, fs: o.FS, log: log, db: db, lock: l.lock, pairCache: newPairCache(o.PairCacheBytes)}
 	j.life.init()
 	return j, nil
 }

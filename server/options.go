@@ -32,6 +32,11 @@ const DefaultQuotaBytes = alarm.DefaultQuotaBytes
 // DefaultCacheBytes is Options.CacheBytes's default: 128 MiB.
 const DefaultCacheBytes = 128 << 20
 
+// PairCacheShare is the share of Options.CacheBytes that holds the pairs
+// single-key reads fetched lately (a 32nd: 4 MiB of the default 128 MiB);
+// Pebble's block cache has the rest.
+const PairCacheShare = 32
+
 // DefaultShards is the number of key-shard actors when Options.Splits is nil.
 const DefaultShards = 4
 
@@ -48,10 +53,11 @@ type Options struct {
 	// MaxRequestBytes bounds write requests as etcd's --max-request-bytes
 	// does. Default DefaultMaxRequestBytes.
 	MaxRequestBytes int
-	// CacheBytes is the size of the journal's block cache (Pebble's),
-	// through which every value a read returns is read: the Go heap holds
-	// the keys and their revisions, not the values (see package mvcc).
-	// Default DefaultCacheBytes.
+	// CacheBytes is the size of the journal's caches, through which every
+	// value a read returns is read: the Go heap holds the keys and their
+	// revisions, not the values (see package mvcc). A PairCacheShare-th
+	// holds the pairs single-key reads fetched lately, the rest is
+	// Pebble's block cache. Default DefaultCacheBytes.
 	CacheBytes int64
 	// Splits are the key-shard split points in increasing order: shard i
 	// holds keys in [Splits[i-1], Splits[i]). Default: DefaultShards shards

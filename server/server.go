@@ -100,7 +100,11 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	corrupt := new(corruptionSink)
-	jopts := journal.Options{Logger: opts.Logger.With("component", "journal"), CacheBytes: opts.CacheBytes, OnCorrupt: corrupt.report}
+	// Of the cache, a 32nd holds the pairs single-key reads fetched
+	// lately (journal's paircache.go), the rest is Pebble's block cache.
+	pairCache := opts.CacheBytes / PairCacheShare
+	jopts := journal.Options{Logger: opts.Logger.With("component", "journal"), CacheBytes: opts.CacheBytes - pairCache,
+		PairCacheBytes: pairCache, OnCorrupt: corrupt.report}
 	if id != nil {
 		jopts.ClusterID, jopts.MemberID = id.clusterID, id.memberID
 	}

@@ -164,7 +164,7 @@ func newCommandLine(out io.Writer) *commandLine {
 	fs.IntVar(&cfg.maxRequestBytes, "max-request-bytes", server.DefaultMaxRequestBytes, "largest write request accepted, in bytes")
 	fs.Int64Var(&cfg.quotaBytes, "quota-backend-bytes", 0, "space quota of the journal: past it, writes that add data are refused and the NOSPACE alarm is raised (0: 2 GiB, etcd's default; negative: no quota)")
 	cfg.cacheBytes = server.DefaultCacheBytes
-	fs.Var(byteSizeFlag{&cfg.cacheBytes}, "cache-size", "size of the journal's block cache, through which every value is read (the Go heap holds the keys and revisions); a number of bytes or one with a unit, such as 256MiB or 1GiB")
+	fs.Var(byteSizeFlag{&cfg.cacheBytes}, "cache-size", "size of the journal's caches (a 32nd for recently read pairs, the rest Pebble's block cache), through which every value is read (the Go heap holds the keys and revisions); a number of bytes or one with a unit, such as 256MiB or 1GiB")
 	fs.StringVar(&c.level, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.log.format, "log-format", logFormatConsole, "etcd's: json or console (slog's JSON or text lines)")
 	fs.StringVar(&c.logOutputs, "log-outputs", logOutputDefault, "etcd's: comma-separated stderr, stdout, default (stderr) or file paths the logs go to")
