@@ -116,7 +116,10 @@
 //
 // Index entries hold what a server's in-memory index is rebuilt from at
 // start-up (keys, revisions, versions, leases), without the values, which
-// stay where they are and are read when asked for (pairs.go, index.go). A
+// stay where they are and are read when asked for (pairs.go, index.go;
+// encoded as they are stored, encodedpairs.go, large ones into pooled
+// buffers, fieldpool.go, and single pairs read lately kept in a small
+// cache, since a pair never changes, paircache.go). A
 // record's index entry is its record with every KeyValue's value field
 // left out, checksummed the same way (CRC-32C over the 8-byte revision and
 // the payload): the same revd.journal.v1.Record schema, each event's
