@@ -1,8 +1,6 @@
 package journal
 
 import (
-	"strings"
-
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -82,7 +80,6 @@ func (j *Journal) encodedPair(field protowire.Number, key string, rev int64) (ou
 			return err
 		})
 	if err == nil && len(out) < PooledFieldBytes {
-		ref.key = strings.Clone(key)
 		j.pairCache.add(ref, out)
 	}
 	return out, err

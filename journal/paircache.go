@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"strings"
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -57,7 +58,8 @@ func (c *pairCache) get(ref pairRef) []byte {
 }
 
 // add caches f as ref's field (f must not change afterwards), dropping
-// the oldest fields beyond maxBytes.
+// the oldest fields beyond maxBytes. The cache keeps a copy of ref's key,
+// which may alias a caller's buffer.
 func (c *pairCache) add(ref pairRef, f []byte) {
 	n := int64(len(f))
 	if c.maxBytes <= 0 || n > c.maxBytes/8 {
@@ -68,6 +70,7 @@ func (c *pairCache) add(ref pairRef, f []byte) {
 	if _, ok := c.fields[ref]; ok {
 		return
 	}
+	ref.key = strings.Clone(ref.key)
 	c.fields[ref] = f
 	c.order = append(c.order, ref)
 	c.bytes += n
