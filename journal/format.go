@@ -206,46 +206,6 @@ func decodeRecordValue(rev int64, v []byte) (Record, error) {
 	return rec, nil
 }
 
-// decodePayload decodes a revd.journal.v1.Record. Unknown fields are
-// skipped, so a newer writer may add fields.
-func decodePayload(p []byte) (Record, error) {
-	var rec Record
-	for len(p) > 0 {
-		num, typ, n := protowire.ConsumeTag(p)
-		if n < 0 {
-			return Record{}, fmt.Errorf("bad field tag: %w", protowire.ParseError(n))
-		}
-		p = p[n:]
-		switch {
-		case num == payloadFieldRevision && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(p)
-			if n < 0 {
-				return Record{}, fmt.Errorf("bad revision: %w", protowire.ParseError(n))
-			}
-			rec.Revision = int64(v)
-			p = p[n:]
-		case num == payloadFieldEvent && typ == protowire.BytesType:
-			b, n := protowire.ConsumeBytes(p)
-			if n < 0 {
-				return Record{}, fmt.Errorf("bad event %d: %w", len(rec.Events), protowire.ParseError(n))
-			}
-			ev := new(mvccpb.Event)
-			if err := proto.Unmarshal(b, ev); err != nil {
-				return Record{}, fmt.Errorf("bad event %d: %w", len(rec.Events), err)
-			}
-			rec.Events = append(rec.Events, ev)
-			p = p[n:]
-		default:
-			n := protowire.ConsumeFieldValue(num, typ, p)
-			if n < 0 {
-				return Record{}, fmt.Errorf("bad field %d: %w", num, protowire.ParseError(n))
-			}
-			p = p[n:]
-		}
-	}
-	return rec, nil
-}
-
 // baseKey returns the key of the base snapshot entry of user key k.
 func baseKey(k []byte) []byte {
 	return append(append(make([]byte, 0, len(basePrefix)+len(k)), basePrefix...), k...)

@@ -26,9 +26,12 @@ func FuzzUnmarshalRecord(f *testing.F) {
 	f.Add(valid)
 	f.Add([]byte{})
 	f.Add(valid[:len(valid)-3])
-	f.Add(append(append([]byte{}, valid...), 0xf8, 0x3e, 0x01)) // an unknown field
-	f.Add([]byte{0x12, 0x04, 0x12, 0x02, 0x0a, 0x00})           // an event whose pair has an empty key
+	f.Add(append(append([]byte{}, valid...), 0xf8, 0x3e, 0x01))                                // an unknown field
+	f.Add([]byte{0x12, 0x04, 0x12, 0x02, 0x0a, 0x00})                                          // an event whose pair has an empty key
+	f.Add(appendEventField(nil, []byte{0x12, 0x02, 0x0a, 0x00, 0x12, 0x03, 0x2a, 0x01, 0x76})) // a pair given twice
+	f.Add(appendEventField(nil, []byte{0x1a, 0x04, 0x62, 0x02, 0x08, 0x01}))                   // an unknown field in a previous pair
 	f.Fuzz(func(t *testing.T, p []byte) {
+		sameAsProto(t, p) // the hand decoder reads what proto.Unmarshal reads
 		rec, err := UnmarshalRecord(p)
 		if err != nil {
 			return

@@ -58,12 +58,8 @@ func (a *applier) Apply(ent *raftpb.Entry) (uint64, error) {
 		}
 	} else {
 		var err error
-		if entry, b, err = decodeEntry(data); err != nil {
+		if entry, b, values, err = decodeEntry(data); err != nil {
 			return 0, err
-		}
-		values = make([][]byte, len(entry.Records))
-		for i, r := range entry.Records {
-			values[i] = r.Value
 		}
 		attrs, token = entry.Attributes, entry.Token
 	}

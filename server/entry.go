@@ -74,25 +74,27 @@ func recordsSizeHint(recs []journal.Record) int {
 	return n
 }
 
-// decodeEntry decodes an entry's data into the batch it carries (the record
-// values to journal as they are stay in the entry).
-func decodeEntry(data []byte) (*raftv1.Entry, *sequencer.Batch, error) {
-	e := new(raftv1.Entry)
-	if err := proto.Unmarshal(data, e); err != nil {
-		return nil, nil, fmt.Errorf("server: bad log entry: %w", err)
+// decodeEntry decodes an entry's data into the batch it carries and the
+// records' journal values, which alias data (see splitEntry); the entry's
+// Records are left empty.
+func decodeEntry(data []byte) (*raftv1.Entry, *sequencer.Batch, [][]byte, error) {
+	e, recs, err := splitEntry(data)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	b := &sequencer.Batch{
-		Records:    make([]journal.Record, len(e.Records)),
+		Records:    make([]journal.Record, len(recs)),
 		Compact:    e.Compact,
 		CompactRev: e.CompactRevision,
 		SetAlarms:  e.SetAlarms,
 	}
-	for i, r := range e.Records {
-		rec, err := journal.DecodeRecord(r.Revision, r.Value)
+	values := make([][]byte, len(recs))
+	for i, r := range recs {
+		rec, err := journal.DecodeRecord(r.rev, r.value)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		b.Records[i] = rec
+		b.Records[i], values[i] = rec, r.value
 	}
 	for _, c := range e.Leases {
 		b.Leases = append(b.Leases, lease.Change{Lease: lease.Lease{ID: c.Id, TTL: c.Ttl, Seq: c.Seq},
@@ -101,14 +103,14 @@ func decodeEntry(data []byte) (*raftv1.Entry, *sequencer.Batch, error) {
 	for _, c := range e.Auth {
 		ac, err := authChangeFromProto(c)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		b.Auth = append(b.Auth, ac)
 	}
 	for _, a := range e.Alarms {
 		b.Alarms = append(b.Alarms, journal.Alarm{MemberID: a.MemberId, Type: a.Type})
 	}
-	return e, b, nil
+	return e, b, values, nil
 }
 
 // requests is how many requests a batch carries, for raftnode's counts:

@@ -1,0 +1,229 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// A record payload is decoded by hand rather than by proto.Unmarshal, one
+// event at a time: every member decodes every record it applies, and a
+// restart decodes every record since the base snapshot. proto.Unmarshal
+// allocates an Event, a KeyValue, its key and its value for each event;
+// decodePayload copies the payload once and lets the events' keys and
+// values share that copy, and allocates the events and their pairs
+// together. The result is what proto.Unmarshal gives, unknown fields
+// included (FuzzUnmarshalRecord compares the two). The copy is per record,
+// not shared with the bytes decoded from: a watcher keeping one event
+// keeps its record's bytes, never a whole raft entry's or a Pebble block's.
+
+// Field numbers of etcd's mvccpb.Event and mvccpb.KeyValue (kv.proto).
+const (
+	eventFieldType   protowire.Number = 1
+	eventFieldKv     protowire.Number = 2
+	eventFieldPrevKv protowire.Number = 3
+
+	kvFieldKey            protowire.Number = 1
+	kvFieldCreateRevision protowire.Number = 2
+	kvFieldModRevision    protowire.Number = 3
+	kvFieldVersion        protowire.Number = 4
+	kvFieldValue          protowire.Number = 5
+	kvFieldLease          protowire.Number = 6
+)
+
+// eventPair is an event and the pair it usually carries, allocated
+// together.
+type eventPair struct {
+	ev mvccpb.Event
+	kv mvccpb.KeyValue
+}
+
+// decodePayload decodes a revd.journal.v1.Record. Unknown fields are
+// skipped, so a newer writer may add fields. The result does not alias p.
+func decodePayload(p []byte) (Record, error) {
+	n, err := countEvents(p)
+	if err != nil {
+		return Record{}, err
+	}
+	var rec Record
+	var pairs []eventPair
+	if n > 0 {
+		p = append([]byte(nil), p...)
+		pairs = make([]eventPair, n)
+		rec.Events = make([]*mvccpb.Event, 0, n)
+	}
+	for len(p) > 0 {
+		num, typ, n := protowire.ConsumeTag(p)
+		p = p[n:]
+		switch {
+		case num == payloadFieldRevision && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(p)
+			rec.Revision = int64(v)
+			p = p[n:]
+		case num == payloadFieldEvent && typ == protowire.BytesType:
+			b, n := protowire.ConsumeBytes(p)
+			pair := &pairs[len(rec.Events)]
+			if err := decodeEvent(b, pair); err != nil {
+				return Record{}, fmt.Errorf("bad event %d: %w", len(rec.Events), err)
+			}
+			rec.Events = append(rec.Events, &pair.ev)
+			p = p[n:]
+		default:
+			p = p[protowire.ConsumeFieldValue(num, typ, p):]
+		}
+	}
+	return rec, nil
+}
+
+// countEvents checks the fields of a record payload (not the events'
+// contents) and counts its events.
+func countEvents(p []byte) (int, error) {
+	events := 0
+	for len(p) > 0 {
+		num, typ, n := protowire.ConsumeTag(p)
+		if n < 0 {
+			return 0, fmt.Errorf("bad field tag: %w", protowire.ParseError(n))
+		}
+		p = p[n:]
+		switch {
+		case num == payloadFieldRevision && typ == protowire.VarintType:
+			_, n = protowire.ConsumeVarint(p)
+			if n < 0 {
+				return 0, fmt.Errorf("bad revision: %w", protowire.ParseError(n))
+			}
+		case num == payloadFieldEvent && typ == protowire.BytesType:
+			_, n = protowire.ConsumeBytes(p)
+			if n < 0 {
+				return 0, fmt.Errorf("bad event %d: %w", events, protowire.ParseError(n))
+			}
+			events++
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, p)
+			if n < 0 {
+				return 0, fmt.Errorf("bad field %d: %w", num, protowire.ParseError(n))
+			}
+		}
+		p = p[n:]
+	}
+	return events, nil
+}
+
+// decodeEvent decodes the bytes of an mvccpb.Event into pair.ev, its Kv in
+// pair.kv. A field given twice is merged as proto.Unmarshal merges it: the
+// later value of a scalar wins, a message's fields are decoded into the
+// message already there.
+func decodeEvent(b []byte, pair *eventPair) error {
+	ev := &pair.ev
+	unknown, err := walkFields(b, func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
+		switch {
+		case num == eventFieldType && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			ev.Type = mvccpb.Event_EventType(int32(v))
+			return n, nil
+		case num == eventFieldKv && typ == protowire.BytesType:
+			if ev.Kv == nil {
+				ev.Kv = &pair.kv
+			}
+			return decodeKeyValueField(b, ev.Kv)
+		case num == eventFieldPrevKv && typ == protowire.BytesType:
+			if ev.PrevKv == nil {
+				ev.PrevKv = new(mvccpb.KeyValue)
+			}
+			return decodeKeyValueField(b, ev.PrevKv)
+		}
+		return 0, errUnknownField
+	})
+	if err == nil && unknown != nil {
+		ev.ProtoReflect().SetUnknown(append(ev.ProtoReflect().GetUnknown(), unknown...))
+	}
+	return err
+}
+
+// decodeKeyValueField decodes the value of a field holding an
+// mvccpb.KeyValue into kv and returns its length.
+func decodeKeyValueField(b []byte, kv *mvccpb.KeyValue) (int, error) {
+	v, n := protowire.ConsumeBytes(b)
+	if n < 0 {
+		return n, nil
+	}
+	unknown, err := walkFields(v, func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
+		switch {
+		case (num == kvFieldKey || num == kvFieldValue) && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			v = v[:len(v):len(v)] // appending to it must not write over what follows
+			if num == kvFieldKey {
+				kv.Key = v
+			} else {
+				kv.Value = v
+			}
+			return n, nil
+		case num >= kvFieldCreateRevision && num <= kvFieldLease && num != kvFieldValue && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			switch num {
+			case kvFieldCreateRevision:
+				kv.CreateRevision = int64(v)
+			case kvFieldModRevision:
+				kv.ModRevision = int64(v)
+			case kvFieldVersion:
+				kv.Version = int64(v)
+			case kvFieldLease:
+				kv.Lease = int64(v)
+			}
+			return n, nil
+		}
+		return 0, errUnknownField
+	})
+	if err != nil {
+		return 0, err
+	}
+	if unknown != nil {
+		kv.ProtoReflect().SetUnknown(append(kv.ProtoReflect().GetUnknown(), unknown...))
+	}
+	return n, nil
+}
+
+// errUnknownField is what a walkFields callback returns for a field it
+// does not read.
+var errUnknownField = errors.New("journal: unknown field")
+
+// walkFields calls field with each field of the message encoded in b: its
+// number, its wire type and the bytes after its tag. field returns the
+// length of the value it read (negative: a protowire parse error), or
+// errUnknownField for a field it does not know, which walkFields skips and
+// returns among the unknown fields, kept as proto.Unmarshal keeps them
+// (the tag in its shortest form, then the value).
+func walkFields(b []byte, field func(protowire.Number, protowire.Type, []byte) (int, error)) (unknown []byte, err error) {
+	for len(b) > 0 {
+		num, typ, n := tag(b)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+		n, err := field(num, typ, b)
+		if err == errUnknownField {
+			n = protowire.ConsumeFieldValue(num, typ, b)
+			if n >= 0 {
+				unknown = append(protowire.AppendTag(unknown, num, typ), b[:n]...)
+			}
+		} else if err != nil {
+			return nil, err
+		}
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+	}
+	return unknown, nil
+}
+
+// tag is protowire.ConsumeTag refusing, as proto.Unmarshal does, field
+// numbers above protowire.MaxValidNumber.
+func tag(b []byte) (protowire.Number, protowire.Type, int) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n >= 0 && num > protowire.MaxValidNumber {
+		return 0, 0, -1 // protowire's errCodeFieldNumber is not exported: an unnamed parse error
+	}
+	return num, typ, n
+}
