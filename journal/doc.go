@@ -94,7 +94,9 @@
 // The schema of the payload is protos/revd/journal/v1/journal.proto, whose
 // Event and KeyValue are wire-compatible with etcd's mvccpb.Event and
 // mvccpb.KeyValue; this package encodes with protowire and decodes events
-// straight into *mvccpb.Event.
+// straight into *mvccpb.Event, by hand (decode.go): one copy of a record's
+// payload, which its events' keys and values share, and the events and
+// their pairs allocated together, read as proto.Unmarshal reads them.
 //
 // A base snapshot entry holds one key's state as of m/base_rev; only keys
 // alive at m/base_rev have one:
