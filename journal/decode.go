@@ -196,9 +196,12 @@ var errUnknownField = errors.New("journal: unknown field")
 // (the tag in its shortest form, then the value).
 func walkFields(b []byte, field func(protowire.Number, protowire.Type, []byte) (int, error)) (unknown []byte, err error) {
 	for len(b) > 0 {
-		num, typ, n := tag(b)
+		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return nil, protowire.ParseError(n)
+		}
+		if num > protowire.MaxValidNumber { // proto.Unmarshal refuses it too
+			return nil, fmt.Errorf("field number %d out of range", num)
 		}
 		b = b[n:]
 		n, err := field(num, typ, b)
@@ -216,14 +219,4 @@ func walkFields(b []byte, field func(protowire.Number, protowire.Type, []byte) (
 		b = b[n:]
 	}
 	return unknown, nil
-}
-
-// tag is protowire.ConsumeTag refusing, as proto.Unmarshal does, field
-// numbers above protowire.MaxValidNumber.
-func tag(b []byte) (protowire.Number, protowire.Type, int) {
-	num, typ, n := protowire.ConsumeTag(b)
-	if n >= 0 && num > protowire.MaxValidNumber {
-		return 0, 0, -1 // protowire's errCodeFieldNumber is not exported: an unnamed parse error
-	}
-	return num, typ, n
 }
