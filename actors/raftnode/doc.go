@@ -9,10 +9,13 @@
 // The raft goroutine ticks the clock and takes each Ready in turn: a
 // leader sends its messages first and writes its log meanwhile (the raft
 // thesis' 10.2.1, as etcd does); a follower writes first, then sends, so
-// that it never acknowledges what it has not made durable. The hard state
-// and entries are saved (synced when raft requires it) before the entries
-// committed in the Ready are handed to the apply goroutine, so a member
-// never applies an entry its own log could lose.
+// that it never acknowledges what it has not made durable. A member never
+// applies an entry its own log could lose: the committed entries of a
+// Ready that earlier Readys already made durable go to the apply goroutine
+// at once, and are applied while the Ready's own entries are written (a
+// busy leader answers one batch while it syncs the next, as etcd does);
+// any others only once the hard state and entries are saved (synced when
+// raft requires it).
 //
 // The apply goroutine hands committed entries to the StateMachine in log
 // order, membership changes after raft has taken them (Node.ApplyConfChange),

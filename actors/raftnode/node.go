@@ -155,6 +155,12 @@ func (n *Node) run() {
 	defer ticker.Stop()
 	leading := false
 	var told struct{ lead, term uint64 } // what OnLeaderChange was last told
+	// stable is the last index of the log this member has made durable.
+	stable, err := n.st.mem.LastIndex()
+	if err != nil {
+		n.fail(fmt.Errorf("raftnode: %w", err))
+		return
+	}
 	for {
 		select {
 		case <-ticker.C:
@@ -181,19 +187,33 @@ func (n *Node) run() {
 				// The leader writes its log while the followers write theirs.
 				n.opts.Transport.Send(n.filter(rd.Messages))
 			}
+			committed := rd.CommittedEntries
+			if raft.IsEmptySnap(rd.Snapshot) {
+				// What this member already made durable is applied while
+				// it writes the rest (see durableCommitted).
+				if k := durableCommitted(committed, stable, rd.Entries); k > 0 && !hasConfChange(committed[:k]) {
+					if !n.enqueueApply(&toApply{entries: committed[:k], confDone: make(chan struct{})}) {
+						return
+					}
+					committed = committed[k:]
+				}
+			}
 			if err := n.persist(rd); err != nil {
 				n.fail(err)
 				return
 			}
-			ap := &toApply{entries: rd.CommittedEntries, snapshot: rd.Snapshot, confDone: make(chan struct{})}
-			select {
-			case n.applyq <- ap:
-			case <-n.stopping:
+			if len(rd.Entries) > 0 {
+				stable = rd.Entries[len(rd.Entries)-1].GetIndex()
+			} else if !raft.IsEmptySnap(rd.Snapshot) {
+				stable = rd.Snapshot.GetMetadata().GetIndex()
+			}
+			ap := &toApply{entries: committed, snapshot: rd.Snapshot, confDone: make(chan struct{})}
+			if !n.enqueueApply(ap) {
 				return
 			}
 			if !leading {
 				msgs := n.filter(rd.Messages)
-				if hasConfChange(rd.CommittedEntries) {
+				if hasConfChange(committed) {
 					// raft must take a membership change before this
 					// member says anything more under the old one.
 					select {
@@ -209,6 +229,41 @@ func (n *Node) run() {
 			return
 		}
 	}
+}
+
+// enqueueApply hands ap to the apply goroutine; false if the member is
+// stopping.
+func (n *Node) enqueueApply(ap *toApply) bool {
+	select {
+	case n.applyq <- ap:
+		return true
+	case <-n.stopping:
+		return false
+	}
+}
+
+// durableCommitted is how many of a Ready's committed entries (from the
+// first) this member had made durable before the Ready: those at or below
+// stable, the last index earlier Readys persisted, and below the Ready's
+// first new entry, which replaces the log from its index on. They can be
+// applied while the Ready's own entries are written, as etcd applies them:
+// a leader's entries commit only once its own log holds them (raft counts
+// its acknowledgement after the write), so each Ready of a busy leader
+// commits the batch the Ready before it wrote, and applying that batch, and
+// answering its requests, need not wait for the next batch's sync. Entries
+// committed in the Ready that this member has not made durable yet (a
+// follower can learn an entry is committed with the entry itself) wait
+// for the write, as raft requires.
+func durableCommitted(committed []*raftpb.Entry, stable uint64, entries []*raftpb.Entry) int {
+	limit := stable
+	if len(entries) > 0 && entries[0].GetIndex() <= limit {
+		limit = entries[0].GetIndex() - 1
+	}
+	k := 0
+	for k < len(committed) && committed[k].GetIndex() <= limit {
+		k++
+	}
+	return k
 }
 
 // persist makes a Ready's snapshot, hard state and entries durable, and
