@@ -2,6 +2,7 @@ package sequencer
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -182,31 +183,51 @@ func TestLostBatchRefusesLaterDecisions(t *testing.T) {
 // TestRefusedAppendRefusesLaterDecisions: a batch the log refuses (this
 // member no longer leads) makes the commands its core decided after it
 // refused too, including those already in the queue, without appending
-// them; answers still come after the batches before.
+// them. A refused batch's commands are answered after the batches before
+// it; a command refused before it joins a batch is answered at once, in no
+// particular order with the answers of the batches before it.
 func TestRefusedAppendRefusesLaterDecisions(t *testing.T) {
 	p := newPipeline(t, Options{MaxInFlight: 2})
-	p.send("a")
+	type reply struct {
+		key string
+		out Outcome
+	}
+	replies := make(chan reply, 3)
+	send := func(k string) {
+		p.root.Send(p.pid, &Command{Req: put(k, "v"), Reply: func(o Outcome) { replies <- reply{k, o} }})
+	}
+	send("a")
 	recv(t, p.log.taken)
 	p.log.mu.Lock()
 	p.log.refuse = ErrNotLeader
 	p.log.mu.Unlock()
-	p.send("b")
+	send("b")
 	for p.a.q.Len() > 0 || p.a.w.bad.Load() == 0 {
 		time.Sleep(time.Millisecond) // until the writer tried b's batch
 	}
 	p.log.mu.Lock()
 	p.log.refuse = nil
 	p.log.mu.Unlock()
-	p.send("c") // decided after b's revision: must not reach the log
-	p.none()    // a is not applied yet: nothing is answered
-	p.log.settle(0, nil)
-	if o := recv(t, p.replies); o.Err != nil || o.Rev != 2 {
-		t.Fatalf("the first batch's command: %+v", o)
+	send("c") // decided after b's revision: must not reach the log
+	select {
+	case r := <-replies: // a is not applied yet, and b and c wait behind it
+		t.Fatalf("unexpected reply %+v", r)
+	case <-time.After(50 * time.Millisecond):
 	}
-	for range 2 {
-		if o := recv(t, p.replies); !errors.Is(o.Err, ErrNotLeader) {
-			t.Fatalf("a command decided on the refused batch: %+v", o)
+	p.log.settle(0, nil)
+	var order []string
+	for range 3 {
+		r := recv(t, replies)
+		order = append(order, r.key)
+		switch {
+		case r.key == "a" && (r.out.Err != nil || r.out.Rev != 2):
+			t.Fatalf("the first batch's command: %+v", r.out)
+		case r.key != "a" && !errors.Is(r.out.Err, ErrNotLeader):
+			t.Fatalf("%s, decided on the refused batch: %+v", r.key, r.out)
 		}
+	}
+	if slices.Index(order, "b") < slices.Index(order, "a") {
+		t.Fatalf("answers in the order %v: b's refused batch was answered before a's batch", order)
 	}
 	if n := p.log.count(); n != 1 {
 		t.Fatalf("%d batches appended, want 1", n)
