@@ -19,18 +19,11 @@ import (
 // not shared with the bytes decoded from: a watcher keeping one event
 // keeps its record's bytes, never a whole raft entry's or a Pebble block's.
 
-// Field numbers of etcd's mvccpb.Event and mvccpb.KeyValue (kv.proto).
+// Field numbers of etcd's mvccpb.Event (kv.proto).
 const (
 	eventFieldType   protowire.Number = 1
 	eventFieldKv     protowire.Number = 2
 	eventFieldPrevKv protowire.Number = 3
-
-	kvFieldKey            protowire.Number = 1
-	kvFieldCreateRevision protowire.Number = 2
-	kvFieldModRevision    protowire.Number = 3
-	kvFieldVersion        protowire.Number = 4
-	kvFieldValue          protowire.Number = 5
-	kvFieldLease          protowire.Number = 6
 )
 
 // eventPair is an event and the pair it usually carries, allocated
@@ -142,41 +135,38 @@ func decodeEvent(b []byte, pair *eventPair) error {
 }
 
 // decodeKeyValueField decodes the value of a field holding an
-// mvccpb.KeyValue into kv and returns its length.
+// mvccpb.KeyValue into kv (scanKV reads it) and returns its length. As
+// proto.Unmarshal merges a message into one already there, only the fields
+// the encoding holds are set; kv's key and value alias b.
 func decodeKeyValueField(b []byte, kv *mvccpb.KeyValue) (int, error) {
 	v, n := protowire.ConsumeBytes(b)
 	if n < 0 {
 		return n, nil
 	}
-	unknown, err := walkFields(v, func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
-		switch {
-		case (num == kvFieldKey || num == kvFieldValue) && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			v = v[:len(v):len(v)] // appending to it must not write over what follows
-			if num == kvFieldKey {
-				kv.Key = v
-			} else {
-				kv.Value = v
-			}
-			return n, nil
-		case num >= kvFieldCreateRevision && num <= kvFieldLease && num != kvFieldValue && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
-			switch num {
-			case kvFieldCreateRevision:
-				kv.CreateRevision = int64(v)
-			case kvFieldModRevision:
-				kv.ModRevision = int64(v)
-			case kvFieldVersion:
-				kv.Version = int64(v)
-			case kvFieldLease:
-				kv.Lease = int64(v)
-			}
-			return n, nil
-		}
-		return 0, errUnknownField
-	})
+	var unknown []byte
+	f, err := scanKVKeeping(v, &unknown)
 	if err != nil {
 		return 0, err
+	}
+	// Clipped: appending to the key or the value must not write over
+	// what follows it.
+	if f.hasKey {
+		kv.Key = f.key[:len(f.key):len(f.key)]
+	}
+	if f.hasVal {
+		kv.Value = f.val[:len(f.val):len(f.val)]
+	}
+	if f.ints&kvHasCreate != 0 {
+		kv.CreateRevision = f.create
+	}
+	if f.ints&kvHasMod != 0 {
+		kv.ModRevision = f.mod
+	}
+	if f.ints&kvHasVer != 0 {
+		kv.Version = f.ver
+	}
+	if f.ints&kvHasLease != 0 {
+		kv.Lease = f.lease
 	}
 	if unknown != nil {
 		kv.ProtoReflect().SetUnknown(append(kv.ProtoReflect().GetUnknown(), unknown...))

@@ -10,6 +10,15 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// Field numbers of etcd's mvccpb.KeyValue (kv.proto), for the cases below.
+const (
+	kvFieldKey            protowire.Number = 1
+	kvFieldCreateRevision protowire.Number = 2
+	kvFieldVersion        protowire.Number = 4
+	kvFieldValue          protowire.Number = 5
+	kvFieldLease          protowire.Number = 6
+)
+
 // protoDecodePayload is decodePayload as proto.Unmarshal would have it, one
 // mvccpb.Event at a time: the reference the hand decoder is held to.
 func protoDecodePayload(p []byte) (Record, error) {

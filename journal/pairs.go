@@ -455,14 +455,31 @@ func kvKey(b []byte) []byte {
 // kvFields are the fields of an encoded mvccpb.KeyValue; key and val
 // alias the encoding.
 type kvFields struct {
-	key, val                []byte
-	hasKey, hasVal          bool
+	key, val       []byte
+	hasKey, hasVal bool
+	// ints says which of the varint fields the encoding holds
+	// (kvHasCreate...).
+	ints                    uint8
 	create, mod, ver, lease int64
 }
 
+// kvFields.ints bits.
+const (
+	kvHasCreate uint8 = 1 << iota
+	kvHasMod
+	kvHasVer
+	kvHasLease
+)
+
 // scanKV reads the fields of an encoded mvccpb.KeyValue, as proto.Unmarshal
-// would; unknown fields are skipped. decodeKV and indexEventOf share it.
-func scanKV(b []byte) (kvFields, error) {
+// would; unknown fields are skipped. decodeKV, indexEventOf and the
+// records' decoder (decodeKeyValueField) share it.
+func scanKV(b []byte) (kvFields, error) { return scanKVKeeping(b, nil) }
+
+// scanKVKeeping is scanKV that, when unknown is not nil, appends to it the
+// fields it does not know, as proto.Unmarshal keeps them: the tag in its
+// shortest form, then the value.
+func scanKVKeeping(b []byte, unknown *[]byte) (kvFields, error) {
 	var f kvFields
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -483,16 +500,19 @@ func scanKV(b []byte) (kvFields, error) {
 			x, m = protowire.ConsumeVarint(b)
 			switch num {
 			case 2:
-				f.create = int64(x)
+				f.create, f.ints = int64(x), f.ints|kvHasCreate
 			case 3:
-				f.mod = int64(x)
+				f.mod, f.ints = int64(x), f.ints|kvHasMod
 			case 4:
-				f.ver = int64(x)
+				f.ver, f.ints = int64(x), f.ints|kvHasVer
 			case 6:
-				f.lease = int64(x)
+				f.lease, f.ints = int64(x), f.ints|kvHasLease
 			}
 		default:
 			m = protowire.ConsumeFieldValue(num, typ, b)
+			if m >= 0 && unknown != nil {
+				*unknown = append(protowire.AppendTag(*unknown, num, typ), b[:m]...)
+			}
 		}
 		if m < 0 {
 			return kvFields{}, fmt.Errorf("bad kv field %d", num)
