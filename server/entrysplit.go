@@ -40,19 +40,21 @@ func splitEntry(data []byte) (*raftv1.Entry, []rawRecord, error) {
 	}
 	recs := make([]rawRecord, 0, n)
 	var rest []byte // the fields other than records
+	// data is well-formed: countRecords checked it.
 	for b := data; len(b) > 0; {
 		num, typ, n := protowire.ConsumeTag(b)
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
 		if num == entryFieldRecords && typ == protowire.BytesType {
-			v, _ := protowire.ConsumeBytes(b[n:])
+			v, m := protowire.ConsumeBytes(b[n:])
 			r, err := decodeRawRecord(v)
 			if err != nil {
 				return nil, nil, fmt.Errorf("server: bad log entry: record %d: %w", len(recs), err)
 			}
 			recs = append(recs, r)
-		} else {
-			rest = append(rest, b[:n+m]...)
+			b = b[n+m:]
+			continue
 		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		rest = append(rest, b[:n+m]...)
 		b = b[n+m:]
 	}
 	e := new(raftv1.Entry)
