@@ -23,7 +23,11 @@
 // that ranges walk, and its slot in the map that single-key lookups use: a
 // hash rather than some twenty key comparisons down the tree, 8 times
 // faster on a million keys), and what is in flight; the values' memory is
-// the block cache's, whose size is a setting.
+// the block cache's, whose size is a setting. The keyIndex values and the
+// keys' bytes are allocated in slabs and arenas (alloc.go), so that the
+// collector marks a few large objects rather than two small ones a key:
+// BenchmarkIndexGC, a collection with a million keys on the heap, takes
+// half the time it took with each allocated on its own.
 //
 // # One index, and the sequencer's overlay
 //

@@ -50,6 +50,8 @@ type Index struct {
 	// out of the tree, in restored (restore.go).
 	restoring bool
 	restored  []*keyIndex
+	// alloc holds the keyIndex values and the keys' bytes (alloc.go).
+	alloc keyAlloc
 }
 
 func lessKeyIndex(a, b *keyIndex) bool { return a.key < b.key }
@@ -86,6 +88,9 @@ func probe(key []byte) *keyIndex { return &keyIndex{key: unsafeString(key)} }
 // never kept.
 func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
+// unsafeBytes is s's bytes, without a copy: to be read only, never kept.
+func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
 func (x *Index) lookup(key []byte) *keyIndex { return x.keys[string(key)] }
 
 // insert adds ki, whose key the index does not hold, to the tree and the
@@ -105,7 +110,7 @@ func (x *Index) Put(key []byte, rev, created, ver int64) {
 	x.SetRev(rev)
 	ki := x.lookup(key)
 	if ki == nil {
-		ki = &keyIndex{key: string(key)}
+		ki = x.alloc.newKeyIndex(key)
 		x.insert(ki)
 	}
 	ki.put(rev, created, ver)
@@ -138,7 +143,7 @@ func (x *Index) Apply(rev int64, events []*mvccpb.Event) {
 // revisions). It does not change the index's revision; call SetRev after
 // the last Load.
 func (x *Index) Load(e Entry) {
-	ki := &keyIndex{key: e.Key}
+	ki := x.alloc.newKeyIndex(unsafeBytes(e.Key))
 	ki.put(e.Rev, e.Created, e.Version)
 	x.insert(ki)
 }
@@ -266,8 +271,25 @@ func (x *Index) CompactSome(rev int64, from []byte, n int) (next []byte) {
 	for _, ki := range empty {
 		x.tree.Delete(ki)
 		delete(x.keys, ki.key)
+		x.alloc.release(ki)
+	}
+	if x.alloc.needRepack() {
+		x.repack()
 	}
 	return next
+}
+
+// repack moves the keys into new arenas (alloc.go), and the map's keys
+// with them: assigning to a string key a map holds already stores the new
+// string, so the old arenas are left to the collector.
+func (x *Index) repack() {
+	x.alloc.repack(func(yield func(*keyIndex) bool) {
+		x.tree.Ascend(yield)
+	})
+	x.tree.Ascend(func(ki *keyIndex) bool {
+		x.keys[ki.key] = ki
+		return true
+	})
 }
 
 // SetCompactRev records rev as the compaction revision without compacting
