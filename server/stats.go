@@ -29,6 +29,15 @@ type Stats struct {
 	LeasesGranted, LeasesRevoked, LeasesRenewed, LeasesExpired int64
 	// AuthRevision is the auth store's revision (see package authgate).
 	AuthRevision int64
+	// Leader is the leader's member id as this member knows it (0: none);
+	// IsLeader and IsLearner say what this member is; LeaderChanges counts
+	// the leaders it saw since it started (raftnode.Node.LeaderChanges).
+	Leader              uint64
+	IsLeader, IsLearner bool
+	LeaderChanges       int64
+	// RaftCommitted and RaftApplied are the raft log's commit index as this
+	// member knows it and the index it applied, as Status reports them.
+	RaftCommitted, RaftApplied uint64
 }
 
 // counters are the Stats kept by the server itself.
@@ -52,6 +61,12 @@ func (s *Server) Stats() Stats {
 		LeasesRevoked:   s.stats.revoked.Load(),
 		LeasesRenewed:   s.stats.renewed.Load(),
 		LeasesExpired:   s.stats.expired.Load(),
+		Leader:          s.raft.Lead(),
+		IsLeader:        s.raft.IsLeader(),
+		IsLearner:       s.IsLearner(),
+		LeaderChanges:   s.raft.LeaderChanges(),
+		RaftCommitted:   s.raft.CommittedIndex(),
+		RaftApplied:     s.raft.AppliedIndex(),
 	}
 }
 

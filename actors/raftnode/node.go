@@ -28,6 +28,7 @@ type Node struct {
 	st   *storage
 
 	lead      atomic.Uint64
+	changes   atomic.Int64 // leader changes seen (LeaderChanges)
 	term      atomic.Uint64
 	committed atomic.Uint64
 	applied   atomic.Uint64
@@ -170,6 +171,9 @@ func (n *Node) run() {
 				leading = rd.RaftState == raft.StateLeader
 				if n.lead.Swap(rd.Lead) != rd.Lead {
 					n.reads.leaderChanged()
+					if rd.Lead != raft.None {
+						n.changes.Add(1)
+					}
 				}
 			}
 			if hs := rd.HardState; !raft.IsEmptyHardState(hs) {
@@ -365,6 +369,12 @@ func (n *Node) ID() uint64 { return n.opts.ID }
 
 // Lead is the leader's id as this member knows it, 0 for none.
 func (n *Node) Lead() uint64 { return n.lead.Load() }
+
+// LeaderChanges is how often this member saw a leader other than the one
+// it knew, since it started: etcd's etcd_server_leader_changes_seen_total,
+// which counts the first leader too, and a leader found again after a time
+// without one.
+func (n *Node) LeaderChanges() int64 { return n.changes.Load() }
 
 // IsLeader reports whether this member leads.
 func (n *Node) IsLeader() bool { return n.lead.Load() == n.opts.ID }

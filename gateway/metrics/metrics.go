@@ -4,15 +4,17 @@
 // among them), and those of etcd's own metrics that revd has a true value
 // for, under etcd's names, types, help texts and labels:
 //
-//   - who the member is: etcd_server_has_leader, _is_leader, _is_learner,
-//     _leader_changes_seen_total (a member of one leads from its start),
-//     _id, _version, _go_version, etcd_cluster_version and
-//     etcd_server_quota_backend_bytes;
+//   - who the member is: etcd_server_has_leader, _is_leader, _is_learner
+//     and _leader_changes_seen_total, as its raft node knows them (the
+//     changes counted as etcd counts them: every leader seen other than
+//     the last one, the first one included), _id, _version, _go_version,
+//     etcd_cluster_version and etcd_server_quota_backend_bytes;
 //   - the store: etcd_debugging_mvcc_current_revision, _compact_revision
 //     and _keys_total, etcd_mvcc_db_total_size_in_bytes and _in_use_in_bytes
 //     (the journal's size on disk, as Status reports it), and
-//     etcd_server_proposals_committed_total and _applied_total (the
-//     committed revision, which Status reports as the raft index);
+//     etcd_server_proposals_committed_total and _applied_total (the raft
+//     log's commit index and the index this member applied, Status's
+//     raft index and raft applied index);
 //   - watches: etcd_debugging_mvcc_watcher_total, _slow_watcher_total and
 //     _watch_stream_total;
 //   - leases: etcd_debugging_lease_granted_total, _revoked_total and
@@ -136,8 +138,15 @@ func counter(name, help string, value func(*Metrics, Source, *server.Stats) (flo
 	return family{prometheus.NewDesc(name, help, nil, nil), prometheus.CounterValue, value}
 }
 
-func one(*Metrics, Source, *server.Stats) (float64, []string)  { return 1, nil }
-func zero(*Metrics, Source, *server.Stats) (float64, []string) { return 0, nil }
+// flag reads a yes or no of the stats as 1 or 0.
+func flag(f func(*server.Stats) bool) func(*Metrics, Source, *server.Stats) (float64, []string) {
+	return func(_ *Metrics, _ Source, st *server.Stats) (float64, []string) {
+		if f(st) {
+			return 1, nil
+		}
+		return 0, nil
+	}
+}
 
 // stat reads one figure of the stats.
 func stat(f func(*server.Stats) int64) func(*Metrics, Source, *server.Stats) (float64, []string) {
@@ -146,10 +155,14 @@ func stat(f func(*server.Stats) int64) func(*Metrics, Source, *server.Stats) (fl
 
 // families are etcd's metrics revd reports, with etcd's help texts.
 var families = []family{
-	gauge("etcd_server_has_leader", "Whether or not a leader exists. 1 is existence, 0 is not.", nil, one),
-	gauge("etcd_server_is_leader", "Whether or not this member is a leader. 1 if is, 0 otherwise.", nil, one),
-	gauge("etcd_server_is_learner", "Whether or not this member is a learner. 1 if is, 0 otherwise.", nil, zero),
-	counter("etcd_server_leader_changes_seen_total", "The number of leader changes seen.", one),
+	gauge("etcd_server_has_leader", "Whether or not a leader exists. 1 is existence, 0 is not.", nil,
+		flag(func(st *server.Stats) bool { return st.Leader != 0 })),
+	gauge("etcd_server_is_leader", "Whether or not this member is a leader. 1 if is, 0 otherwise.", nil,
+		flag(func(st *server.Stats) bool { return st.IsLeader })),
+	gauge("etcd_server_is_learner", "Whether or not this member is a learner. 1 if is, 0 otherwise.", nil,
+		flag(func(st *server.Stats) bool { return st.IsLearner })),
+	counter("etcd_server_leader_changes_seen_total", "The number of leader changes seen.",
+		stat(func(st *server.Stats) int64 { return st.LeaderChanges })),
 	gauge("etcd_server_id", "Server or member ID in hexadecimal format. 1 for 'server_id' label with current ID.", []string{"server_id"},
 		func(_ *Metrics, src Source, _ *server.Stats) (float64, []string) {
 			return 1, []string{fmt.Sprintf("%x", src.MemberID())}
@@ -169,9 +182,9 @@ var families = []family{
 			return float64(m.opts.QuotaBackendBytes), nil
 		}),
 	gauge("etcd_server_proposals_committed_total", "The total number of consensus proposals committed.", nil,
-		stat(func(st *server.Stats) int64 { return st.Revision })),
+		stat(func(st *server.Stats) int64 { return int64(st.RaftCommitted) })),
 	gauge("etcd_server_proposals_applied_total", "The total number of consensus proposals applied.", nil,
-		stat(func(st *server.Stats) int64 { return st.Revision })),
+		stat(func(st *server.Stats) int64 { return int64(st.RaftApplied) })),
 	gauge("etcd_mvcc_db_total_size_in_bytes", "Total size of the underlying database physically allocated in bytes.", nil,
 		stat(func(st *server.Stats) int64 { return st.DBSize })),
 	gauge("etcd_mvcc_db_total_size_in_use_in_bytes", "Total size of the underlying database logically in use in bytes.", nil,

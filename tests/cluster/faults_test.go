@@ -74,10 +74,20 @@ func converge(t *testing.T, c *testutil.Cluster) {
 // TestKillLeader: SIGKILL the leader while 16 writers write through every
 // member: a new leader is elected and writes are acknowledged again within
 // a few election timeouts; the killed member restarts and catches up; no
-// acknowledged write is lost on any member.
+// acknowledged write is lost on any member. Before and after, every
+// member's /metrics names the leader (etcd_server_is_leader on it alone,
+// etcd_server_has_leader on all), and the members that lived through the
+// election count one leader change more.
 func TestKillLeader(t *testing.T) {
 	c := testutil.StartCluster(t, testutil.KindRevd, testutil.ClusterOptions{})
-	killUnderWriters(t, c, func(lead int) []int { return []int{lead} })
+	before := checkLeaderMetrics(t, c, c.Leader())
+	killed := killUnderWriters(t, c, func(lead int) []int { return []int{lead} })
+	after := checkLeaderMetrics(t, c, c.Leader())
+	for i := range c.Members {
+		if !slices.Contains(killed, i) && after[i] <= before[i] {
+			t.Errorf("%s saw %v leader changes before the leader was killed, and %v after", c.Names[i], before[i], after[i])
+		}
+	}
 }
 
 // TestFiveMembers: a 5-member cluster loses two members at once, its
@@ -95,10 +105,10 @@ func TestFiveMembers(t *testing.T) {
 // timeouts and that a member the others elected leads; then it restarts
 // the victims, and once every member applied the same revision, that each
 // holds every acknowledged write.
-func killUnderWriters(t *testing.T, c *testutil.Cluster, victims func(lead int) []int) {
+func killUnderWriters(t *testing.T, c *testutil.Cluster, victims func(lead int) []int) (killed []int) {
 	w := startWriters(t, c.Client(), 16)
 	waitWrites(t, w, 200)
-	killed := victims(c.Leader())
+	killed = victims(c.Leader())
 	w.since()
 	for _, i := range killed {
 		c.Members[i].Kill()
@@ -120,6 +130,7 @@ func killUnderWriters(t *testing.T, c *testutil.Cluster, victims func(lead int) 
 	for i := range c.Members {
 		w.check(t, c.Client(i), c.Names[i])
 	}
+	return killed
 }
 
 // TestPauseFollower: a follower stopped (SIGSTOP) does not stop the

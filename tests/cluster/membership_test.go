@@ -200,6 +200,9 @@ func TestLearnerPromote(t *testing.T) {
 	if _, err := raw.Maintenance.Status(ctx, &pb.StatusRequest{}); err != nil {
 		t.Errorf("Status on a learner: %v", err)
 	}
+	if m := learnerMetric(t, m4.ClientURL); m != 1 {
+		t.Errorf("the learner reports etcd_server_is_learner %v", m)
+	}
 	var promoted bool
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		if _, err := cli.MemberPromote(ctx, added.Member.ID); err == nil {
@@ -222,6 +225,9 @@ func TestLearnerPromote(t *testing.T) {
 		if m.IsLearner || m.Name == "" {
 			t.Fatalf("member %v: a learner, or never started", m)
 		}
+	}
+	if m := learnerMetric(t, m4.ClientURL); m != 0 {
+		t.Errorf("the promoted member reports etcd_server_is_learner %v", m)
 	}
 	// Four voters: one may go (a write under way meanwhile may fail, as a
 	// client of etcd sees; the cluster goes on).
