@@ -138,7 +138,7 @@ func commands() []command {
 		{"endpoint", "endpoint status|health|hashkv [--rev N]", "Endpoint related commands", endpointCommand},
 		{"defrag", "defrag", "Defragments the storage of revd's journal", defragCommand},
 		{"lease", "lease <subcommand> [options] [arguments]", "Lease related commands", leaseCommand},
-		{"member", "member list [--consistency l|s]", "Lists the cluster's members (revd is a single member)", memberCommand},
+		{"member", "member list [--consistency l|s]", "Lists the cluster's members (change them with etcdctl member add, remove, update and promote)", memberCommand},
 		{"alarm", "alarm list|disarm", "Lists or disarms alarms", alarmCommand},
 		{"auth", "auth status", "Authentication status (manage users, roles and auth enable/disable with etcdctl)", authCommand},
 		{"journal", "journal <subcommand> [options] [arguments]", "Exports, imports, verifies and rebuilds a data directory's journal", journalCommand},

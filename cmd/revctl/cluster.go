@@ -47,8 +47,9 @@ func (r *runner) clusterClient() (clusterClient, clusterPrinter, error) {
 	return cc, r.display.(clusterPrinter), nil
 }
 
-// memberCommand runs "member list", etcdctl's: revd is a single member,
-// so the subcommands that change membership are not there.
+// memberCommand runs "member list", etcdctl's. The subcommands that change
+// membership are etcdctl's (member add, remove, update, promote), which
+// work against revd unchanged; revctl does not repeat them.
 func memberCommand(r *runner, fs *flagSet) func([]string) error {
 	var consistency string
 	fs.fs.StringVar(&consistency, "consistency", "l", "Linearizable(l) or Serializable(s)")

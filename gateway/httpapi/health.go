@@ -20,6 +20,12 @@ type Reader interface {
 	Range(context.Context, *pb.RangeRequest) (*pb.RangeResponse, error)
 	// Alarms lists the raised alarms (server.Server.Alarms).
 	Alarms() []*pb.AlarmMember
+	// Leader is the cluster's leader as this member knows it, 0 for none
+	// (server.Server.Leader).
+	Leader() uint64
+	// IsLearner reports whether this member is a learner
+	// (server.Server.IsLearner).
+	IsLearner() bool
 }
 
 // Options configure Handler.
@@ -108,9 +114,17 @@ func healthMux(r Reader, opts Options) *http.ServeMux {
 		{"data_corruption", h.noAlarm(pb.AlarmType_CORRUPT)},
 		{"serializable_read", h.read(true)},
 		{"linearizable_read", h.read(false)},
-		{"non_learner", ok}, // revd is never a learner
+		{"non_learner", h.nonLearner},
 	})
 	return mux
+}
+
+// nonLearner is etcd's check that this member is not a learner.
+func (h *health) nonLearner(context.Context) error {
+	if h.r.IsLearner() {
+		return errors.New("not supported for learner")
+	}
+	return nil
 }
 
 type health struct {
@@ -123,8 +137,6 @@ type check struct {
 	name string
 	run  func(context.Context) error
 }
-
-func ok(context.Context) error { return nil }
 
 // read is etcd's read check: a keys-only range of at most one key. etcd's
 // reads an empty key, which only its internal API accepts; this one reads
@@ -144,8 +156,10 @@ func (h *health) read(serializable bool) func(context.Context) error {
 }
 
 // serveHealth is etcd's /health: {"health":"true","reason":""}, or 503 with
-// the reason: a raised alarm ("ALARM NOSPACE"; ?exclude= names alarm types
-// to ignore), or the read's error (?serializable=true reads serializably).
+// the first reason found: a raised alarm ("ALARM NOSPACE"; ?exclude= names
+// alarm types to ignore); no leader ("RAFT NO LEADER", at once, without
+// waiting for a read to time out; not checked with ?serializable=true);
+// the read's error (?serializable=true reads serializably).
 func (h *health) serveHealth(w http.ResponseWriter, req *http.Request) {
 	if !allowGet(w, req) {
 		return
@@ -166,8 +180,12 @@ func (h *health) serveHealth(w http.ResponseWriter, req *http.Request) {
 			break
 		}
 	}
+	serializable := req.URL.Query().Get("serializable") == "true"
+	if res.Health == "true" && !serializable && h.r.Leader() == 0 {
+		res = result{Health: "false", Reason: "RAFT NO LEADER"}
+	}
 	if res.Health == "true" {
-		if err := h.read(req.URL.Query().Get("serializable") == "true")(req.Context()); err != nil {
+		if err := h.read(serializable)(req.Context()); err != nil {
 			res = result{Health: "false", Reason: fmt.Sprintf("RANGE ERROR:%s", err)}
 		}
 	}

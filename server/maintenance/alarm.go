@@ -11,12 +11,11 @@ import (
 // alarms (of one type, or all for NONE); ACTIVATE raises one for the given
 // member (any id, as etcd) and answers it, new or not; DEACTIVATE clears
 // one and answers it if it was raised. See package alarm. The leader
-// raises and clears them (it journals them): another member forwards the
-// request (Options.AtLeader).
+// raises and clears them (it journals them), and answers GET too: another
+// member forwards every action (Options.AtLeader), as etcd sends every
+// one through raft, so that a member cut off from its cluster does not
+// list alarms that may be stale, and fails as etcd's does.
 func (s *Service) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
-	if r.Action == pb.AlarmRequest_GET {
-		return s.alarm(ctx, r)
-	}
 	resp, err := s.opts.AtLeader(ctx, "Alarm", r, func() (proto.Message, error) { return s.alarm(ctx, r) })
 	if err != nil {
 		return nil, err

@@ -12,7 +12,8 @@ import (
 
 // Status answers Maintenance.Status: the consensus as Options.Raft reports
 // it (the leader, the raft term and indexes, whether this member is a
-// learner), the journal's size, the quota and the alarms.
+// learner), the journal's size, the quota, and the alarms and a missing
+// leader as errors.
 func (s *Service) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
 	if err := s.opts.Access.RequireUser(ctx); err != nil {
 		return nil, err
@@ -33,8 +34,17 @@ func (s *Service) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRe
 		StorageVersion:   StorageVersion,
 		DbSizeQuota:      s.opts.Alarms.Quota(),
 		DowngradeInfo:    &pb.DowngradeInfo{},
-		Errors:           alarmErrors(s.opts.Alarms.List()),
+		Errors:           statusErrors(raft.Leader, s.opts.Alarms.List()),
 	}, nil
+}
+
+// statusErrors are Status's errors, as etcd lists them: "etcdserver: no
+// leader" first if this member knows no leader, then the alarms.
+func statusErrors(leader uint64, alarms []*pb.AlarmMember) []string {
+	if leader == 0 {
+		return append([]string{rpctypes.ErrNoLeader.Error()}, alarmErrors(alarms)...)
+	}
+	return alarmErrors(alarms)
 }
 
 // alarmErrors are the alarms as Status lists them, in etcd's words

@@ -2,6 +2,10 @@ package cluster
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +19,27 @@ import (
 type minorityAnswers struct {
 	put, linearizable, serializable string // error texts with gRPC codes, "" for none
 	serializableValue               string
+	// statusErrors are Status's errors; health and healthSerializable
+	// /health's and /health?serializable=true's status and body;
+	// hasLeader etcd_server_has_leader in /metrics.
+	statusErrors, health, healthSerializable string
+	hasLeader                                float64
+	// alarmList is what etcdctl alarm list gets (etcd sends it through
+	// raft).
+	alarmList string
+}
+
+// httpAnswer is the status code and body of a GET of url.
+func httpAnswer(t *testing.T, url string) string {
+	t.Helper()
+	cli := http.Client{Timeout: 15 * time.Second}
+	resp, err := cli.Get(url)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
 }
 
 // cutOff runs the partition scenario on a cluster of kind: a follower is
@@ -75,6 +100,16 @@ func cutOff(t *testing.T, kind string) minorityAnswers {
 	if err == nil && len(resp.Kvs) == 1 {
 		a.serializableValue = string(resp.Kvs[0].Value)
 	}
+	if st := c.Status(x); st != nil {
+		a.statusErrors = strings.Join(st.Errors, ", ")
+	}
+	cctx, cancel = context.WithTimeout(ctx, 15*time.Second)
+	_, err = minority.AlarmList(cctx)
+	cancel()
+	a.alarmList = errText(err)
+	a.health = httpAnswer(t, c.Members[x].ClientURL+"/health")
+	a.healthSerializable = httpAnswer(t, c.Members[x].ClientURL+"/health?serializable=true")
+	a.hasLeader = scrapeServer(t, c.Members[x].ClientURL)["has_leader"]
 	c.Isolate(x, id, false)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		resp, err := minority.Get(ctx, "k", clientv3.WithSerializable())
@@ -90,7 +125,11 @@ func cutOff(t *testing.T, kind string) minorityAnswers {
 
 // TestPartition: a member cut off from the others refuses writes and
 // linearizable reads with etcd's errors, serves serializable reads from
-// what it has, and catches up once healed; the majority goes on.
+// what it has, and catches up once healed; the majority goes on. Its
+// Status lists "etcdserver: no leader", its /health answers "RAFT NO
+// LEADER" (and healthy if serializable), its /metrics
+// etcd_server_has_leader 0, and it fails to list alarms: all as etcd's
+// cut-off member.
 func TestPartition(t *testing.T) {
 	got := cutOff(t, testutil.KindRevd)
 	want := cutOff(t, testutil.KindEtcd)
@@ -101,6 +140,10 @@ func TestPartition(t *testing.T) {
 	}
 	if got.serializable != "" || got.serializableValue != "before" {
 		t.Fatalf("the cut-off member's serializable read: %+v, want \"before\"", got)
+	}
+	if got.statusErrors != "etcdserver: no leader" || got.hasLeader != 0 || got.alarmList == "" ||
+		got.health != `503 {"health":"false","reason":"RAFT NO LEADER"}` {
+		t.Fatalf("the cut-off member's status, health and metrics: %+v", got)
 	}
 	if got != want {
 		t.Fatalf("revd answered %+v, etcd %+v", got, want)
