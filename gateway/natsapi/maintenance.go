@@ -2,6 +2,7 @@ package natsapi
 
 import (
 	"context"
+	"slices"
 
 	"github.com/nats-io/nats.go/micro"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -72,5 +73,34 @@ func (s *Service) addMaintenanceEndpoints(svc micro.Service) error {
 	if cs := s.opts.Cluster; cs != nil {
 		eps = append(eps, endpoint{name: EndpointMemberList, run: unary(cs.MemberList)})
 	}
-	return s.addUnary(svc, eps)
+	return s.addUnary(svc, append(eps, s.memberEndpoints(eps)...))
 }
+
+// memberOwn are the endpoints whose answer is one member's own (its
+// status, hashes, defragmentation, checkpoint), as etcdctl's per-endpoint
+// and --cluster forms ask each member in turn over gRPC.
+var memberOwn = []string{EndpointStatus, EndpointCheckpoint, EndpointHash, EndpointHashKV, EndpointDefragment}
+
+// memberEndpoints are, in a cluster (Options.Member set), this member's
+// own subjects for the endpoints of memberOwn among eps:
+// "<endpoint>.<member>" (revd.maintenance.status.m1), which only this
+// member serves, where the shared subject goes to any member.
+func (s *Service) memberEndpoints(eps []endpoint) []endpoint {
+	if s.opts.Member == "" {
+		return nil
+	}
+	var own []endpoint
+	for _, ep := range eps {
+		if slices.Contains(memberOwn, ep.name) {
+			ep.name = MemberEndpoint(ep.name, s.opts.Member)
+			own = append(own, ep)
+		}
+	}
+	return own
+}
+
+// MemberEndpoint is member's own endpoint for a maintenance endpoint
+// (EndpointStatus, EndpointCheckpoint, EndpointHash, EndpointHashKV,
+// EndpointDefragment) when the members of a cluster share one NATS
+// cluster: e.g. "maintenance.status.m1".
+func MemberEndpoint(name, member string) string { return name + "." + member }

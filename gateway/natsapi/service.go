@@ -160,14 +160,15 @@ func Serve(nc *nats.Conn, kv pb.KVServer, status StatusFunc, opts Options) (*Ser
 	}
 	s.svc = svc
 
-	if err := s.addUnary(svc, []endpoint{
+	eps := []endpoint{
 		{name: EndpointRange, run: unary(kv.Range)},
 		writeEndpoint(EndpointPut, kv.Put, kv),
 		writeEndpoint(EndpointDeleteRange, kv.DeleteRange, kv),
 		writeEndpoint(EndpointTxn, kv.Txn, kv),
 		{name: EndpointCompact, run: unary(kv.Compact)},
 		{name: EndpointStatus, run: unary(status)},
-	}); err != nil {
+	}
+	if err := s.addUnary(svc, append(eps, s.memberEndpoints(eps)...)); err != nil {
 		_ = svc.Stop()
 		return nil, err
 	}

@@ -16,8 +16,10 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 
 	"revd/client/natsclient"
+	"revd/gateway/natsapi"
 	"revd/tests/testutil"
 )
 
@@ -278,6 +280,19 @@ func TestNATSFailover(t *testing.T) {
 	cli := natsclient.New(nc, natsclient.Options{Timeout: 15 * time.Second})
 	r := startNATSRun(t, cli)
 	r.puts(t, 50, "before any failure")
+	// Each member answers its own status subject, whichever member the
+	// client is connected to.
+	for i := range c.Members {
+		subject := natsapi.Subject(natsapi.DefaultSubjectPrefix, natsapi.MemberEndpoint(natsapi.EndpointStatus, c.Names[i]))
+		msg, err := nc.Request(subject, nil, 5*time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", subject, err)
+		}
+		var st pb.StatusResponse
+		if err := proto.Unmarshal(msg.Data, &st); err != nil || st.Header.GetMemberId() != c.MemberID(i) {
+			t.Fatalf("%s answered for member %x (%v), want %s's %x", subject, st.Header.GetMemberId(), err, c.Names[i], c.MemberID(i))
+		}
+	}
 	// Kill the member the client is connected to (whichever it is, the
 	// leader or not), and keep writing through the same client.
 	dead := -1
