@@ -8,7 +8,6 @@ import (
 	"revd/actors/shard"
 	"revd/journal"
 	"revd/projections/lease"
-	"revd/projections/mvcc"
 )
 
 // restored is what restore rebuilt: the revision, the compaction revision
@@ -41,7 +40,7 @@ func restore(j *journal.Journal, set *shard.Set, leases *lease.Index) (restored,
 			return restored{}, err
 		}
 		if set != nil {
-			set.Load(mvcc.Entry{Key: string(e.Key), Rev: e.Mod, Created: e.Create, Version: e.Ver})
+			set.Load(e.Key, e.Mod, e.Create, e.Ver)
 		}
 		if e.Lease != 0 {
 			leased[string(e.Key)] = e.Lease

@@ -68,12 +68,13 @@ func (s *Set) span(key, end []byte) (int, int) {
 	return first, max(first, s.Owner(end))
 }
 
-// Load restores a key alive at the base revision, whose last put is e,
-// into its shard (start-up only, before Spawn).
-func (s *Set) Load(e mvcc.Entry) {
-	st := s.shards[s.Owner([]byte(e.Key))].st
+// Load restores key (its bytes copied), alive at the base revision, whose
+// last put is at rev with create revision created and version ver, into
+// its shard (start-up only, before Spawn).
+func (s *Set) Load(key []byte, rev, created, ver int64) {
+	st := s.shards[s.Owner(key)].st
 	st.StartRestore()
-	st.Load(e)
+	st.Load(key, rev, created, ver)
 }
 
 // ApplyRestored applies one revision's index entry read back from the

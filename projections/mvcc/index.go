@@ -138,13 +138,14 @@ func (x *Index) Apply(rev int64, events []*mvccpb.Event) {
 	}
 }
 
-// Load adds a key alive at the revision it is restored at, whose last put
-// is e, as its only history (restoring a snapshot, which holds no older
+// Load adds key (its bytes copied), alive at the revision it is restored
+// at, whose last put is at rev with create revision created and version
+// ver, as its only history (restoring a snapshot, which holds no older
 // revisions). It does not change the index's revision; call SetRev after
 // the last Load.
-func (x *Index) Load(e Entry) {
-	ki := x.alloc.newKeyIndex(unsafeBytes(e.Key))
-	ki.put(e.Rev, e.Created, e.Version)
+func (x *Index) Load(key []byte, rev, created, ver int64) {
+	ki := x.alloc.newKeyIndex(key)
+	ki.put(rev, created, ver)
 	x.insert(ki)
 }
 

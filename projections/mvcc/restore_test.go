@@ -21,8 +21,8 @@ func TestRestoreIsDirect(t *testing.T) {
 			// The base snapshot's keys, in key order, at revision 100.
 			for i := range 300 {
 				e := Entry{Key: fmt.Sprintf("base/%04d", i), Rev: int64(1 + i%99), Created: 1, Version: 1}
-				direct.Load(e)
-				restored.Load(e)
+				direct.Load([]byte(e.Key), e.Rev, e.Created, e.Version)
+				restored.Load([]byte(e.Key), e.Rev, e.Created, e.Version)
 			}
 			direct.SetRev(100)
 			restored.SetRev(100)
