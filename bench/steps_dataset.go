@@ -219,14 +219,18 @@ func (h *harness) datasetMemoryStep(kind string) func(context.Context) (string, 
 
 // restartStep2 stops the server and starts it again on its data directory
 // (that of phase, after evicting its files from the page cache if cold),
-// recording the time to its first answer as figure id; args are added to
-// its command line.
+// recording the time to its first answer as figure id, and its RssAnon 5
+// seconds later as figure id+"-anon" (what rebuilding its state left
+// resident); args are added to its command line.
 func (h *harness) restartStep2(kind, phase string, cold bool, id string, args ...string) func(context.Context) (string, error) {
 	name := map[string]string{"dataset": "data set", "small-keys": "small keys"}[phase]
 	f := h.figure(id, name+": restart, time to the first answer", report.Seconds, false)
+	anon := h.figure(id+"-anon", name+": RssAnon 5 s after the restart", report.Bytes, false)
 	return func(ctx context.Context) (string, error) {
 		fail := func(err error) (string, error) {
-			*f.value(kind) = report.Value{Status: report.Failed, Err: err.Error()}
+			for _, f := range []figure{f, anon} {
+				*f.value(kind) = report.Value{Status: report.Failed, Err: err.Error()}
+			}
 			return "", err
 		}
 		if err := h.stopServer(kind); err != nil {
@@ -258,7 +262,18 @@ func (h *harness) restartStep2(kind, phase string, cold bool, id string, args ..
 		if cold {
 			res += fmt.Sprintf(" (%d MiB of files evicted from the page cache first)", evicted>>20)
 		}
-		return res, nil
+		select {
+		case <-ctx.Done():
+			return fail(ctx.Err())
+		case <-time.After(5 * time.Second):
+		}
+		m, err := srv.Memory()
+		if err != nil {
+			*anon.value(kind) = report.Value{Status: report.Failed, Err: err.Error()}
+			return res, err
+		}
+		*anon.value(kind) = report.Val(float64(m.Anon))
+		return res + fmt.Sprintf("; RssAnon %d MiB 5 s later", m.Anon>>20), nil
 	}
 }
 

@@ -131,6 +131,7 @@ func (s *Server) reload() error {
 	// indexes after what they were sent before: it waits for them.
 	s.seq.Reset(sequencer.NewCore(mvcc.NewOverlay(s.set, values, r.rev, r.compactRev), leases))
 	s.set.Reset(fresh)
+	releaseRestoreMemory()
 	s.lease.ref.Send(&leaseactor.Reset{Index: actorLeases})
 	s.stats.countRestored(fresh.View(r.rev, r.compactRev))
 	s.committed.Store(r.rev)
