@@ -264,13 +264,14 @@ func (h *harness) restartStep2(kind, phase string, cold bool, id string, args ..
 		}
 		select {
 		case <-ctx.Done():
-			return fail(ctx.Err())
+			*anon.value(kind) = report.Value{Status: report.Failed, Err: ctx.Err().Error()}
+			return res, ctx.Err()
 		case <-time.After(5 * time.Second):
 		}
 		m, err := srv.Memory()
 		if err != nil {
 			*anon.value(kind) = report.Value{Status: report.Failed, Err: err.Error()}
-			return res, err
+			return res + "; RssAnon not read: " + err.Error(), nil
 		}
 		*anon.value(kind) = report.Val(float64(m.Anon))
 		return res + fmt.Sprintf("; RssAnon %d MiB 5 s later", m.Anon>>20), nil

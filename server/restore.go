@@ -93,8 +93,8 @@ func restore(j *journal.Journal, set *shard.Set, leases *lease.Index) (restored,
 // memory back slowly, down to about twice the live heap: the process kept
 // some 440 MiB resident after starting, its block cache still empty. One
 // forced collection and release (debug.FreeOSMemory) once the indexes are
-// built and the raft log replayed (or, on a member that installs a
-// snapshot, once the new indexes replaced the old) drops that, for a
-// collection's time (tens of milliseconds for a million keys), off the
-// path of any request.
+// built and the raft log replayed drops that, for a collection's time
+// (tens of milliseconds for a million keys), off the path of any request.
+// A member that installs a snapshot does the same once every shard took
+// its new index (reload).
 func releaseRestoreMemory() { go debug.FreeOSMemory() }

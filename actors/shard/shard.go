@@ -86,6 +86,13 @@ func (s *Shard) compact(rev int64) {
 		from = s.st.CompactSome(rev, from, compactChunk)
 		s.mu.Unlock()
 	}
+	// Compaction may have begun moving the keys to new arenas (see
+	// mvcc.Index.RepackSome): the same, a chunk at a time.
+	for more := true; more; {
+		s.mu.Lock()
+		more = s.st.RepackSome(compactChunk)
+		s.mu.Unlock()
+	}
 }
 
 // apply applies a batch sent to the shard, then reports the newest revision

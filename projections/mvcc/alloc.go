@@ -1,5 +1,7 @@
 package mvcc
 
+import "strings"
+
 // Where an index's keys live.
 //
 // An index of millions of keys is what the garbage collector marks on
@@ -15,14 +17,19 @@ package mvcc
 // keys' bytes in arenas of arenaBytes: a few hundred large objects for a
 // million keys, which the pointers into them find marked already. Nothing
 // else changes: the tree and the map hold *keyIndex and strings as before.
+// An arena's bytes are never written twice, so a key's string handed to a
+// reader (Entry.Key) stays what it was.
 //
 // A keyIndex that compaction removes goes to a free list, and the next new
 // key takes it, so the slabs never hold more than the most keys the index
 // ever held at once. A removed key's bytes cannot be given back one by
 // one: the arenas count them (dead), and once they outweigh the live keys'
-// bytes, repack copies every live key into new arenas and the old ones go
-// to the collector with the last string that points into them. Each byte
-// repack copies was paid for by a byte removed since the last one.
+// bytes, compaction begins a repack, which copies every live key into new
+// arenas, a chunk of keys at a time (Index.RepackSome), and the old arenas
+// go to the collector with the last string that points into them. Each
+// byte a repack copies was paid for by a byte removed since the last one.
+// The counts after a repack are approximate if keys came and went while
+// it ran (see finishRepack), which only moves the next repack a little.
 //
 // A key longer than bigKeyBytes gets an allocation of its own, as before:
 // its own object costs little next to its bytes, and an arena is not
@@ -48,8 +55,8 @@ type keyAlloc struct {
 	free  []*keyIndex // removed keyIndex values, to reuse
 	arena []byte      // the current arena, its used part
 	// live and dead are the arenas' bytes held by keys in the index and
-	// by keys removed from it.
-	live, dead int
+	// by keys removed from it; moved, during a repack, the bytes it moved.
+	live, dead, moved int
 }
 
 // newKeyIndex returns a zero keyIndex for key, its bytes copied.
@@ -74,7 +81,7 @@ func (a *keyAlloc) newKeyIndex(key []byte) *keyIndex {
 // key).
 func (a *keyAlloc) copyKey(key string) string {
 	if len(key) > bigKeyBytes {
-		return string([]byte(key))
+		return strings.Clone(key)
 	}
 	if len(a.arena)+len(key) > cap(a.arena) {
 		a.arena = make([]byte, 0, arenaBytes)
@@ -102,14 +109,20 @@ func (a *keyAlloc) needRepack() bool {
 	return a.dead >= repackMinDead && a.dead > a.live
 }
 
-// repack copies the keys of keys, every keyIndex in the index, into new
-// arenas, and starts the counts again. The caller puts the new strings
-// where the old ones were (the map's keys).
-func (a *keyAlloc) repack(keys func(yield func(*keyIndex) bool)) {
-	a.arena, a.live, a.dead = nil, 0, 0
-	for ki := range keys {
-		if len(ki.key) <= bigKeyBytes {
-			ki.key = a.copyKey(ki.key)
-		}
+// startRepack begins a repack: new keys, and the keys move moves, go to
+// new arenas.
+func (a *keyAlloc) startRepack() { a.arena, a.moved = nil, 0 }
+
+// move copies ki's key into the current arena (a repack's step).
+func (a *keyAlloc) move(ki *keyIndex) {
+	if len(ki.key) <= bigKeyBytes {
+		ki.key = a.copyKey(ki.key)
+		a.moved += len(ki.key)
 	}
 }
+
+// finishRepack ends a repack: the live bytes are those it moved, the dead
+// ones none. (A key put meanwhile behind the repack's cursor is not
+// counted, and one removed after it moved still is: the next repack comes
+// a little early or late.)
+func (a *keyAlloc) finishRepack() { a.live, a.dead, a.moved = a.moved, 0, 0 }

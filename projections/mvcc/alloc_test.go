@@ -100,9 +100,11 @@ func TestAllocBigKeys(t *testing.T) {
 	}
 }
 
-// TestAllocRepack: once removed keys' bytes outweigh the live ones, the
-// index moves its keys to new arenas; the keys, the map and the tree still
-// find every key, and the old arenas are collected.
+// TestAllocRepack: once removed keys' bytes outweigh the live ones,
+// compaction begins moving the keys to new arenas, which RepackSome does a
+// chunk at a time: between the chunks and after them, the map and the tree
+// find every key; new keys put meanwhile are found too; and once every key
+// moved, the old arenas are collected.
 func TestAllocRepack(t *testing.T) {
 	x := NewIndex()
 	rev := int64(1)
@@ -125,21 +127,46 @@ func TestAllocRepack(t *testing.T) {
 			x.Tombstone(key(i), rev)
 		}
 	}
-	x.Compact(rev)
-	if x.alloc.dead != 0 {
-		t.Fatalf("no repack: %d dead bytes, %d live", x.alloc.dead, x.alloc.live)
+	x.SetCompactRev(rev)
+	for from := []byte{}; from != nil; {
+		from = x.CompactSome(rev, from, 100)
 	}
-	if want := (n + 9) / 10 * len(key(0)); x.alloc.live != want {
-		t.Fatalf("%d live bytes after repack, want %d", x.alloc.live, want)
+	if x.repackFrom == nil {
+		t.Fatalf("no repack begun: %d dead bytes, %d live", x.alloc.dead, x.alloc.live)
 	}
-	for i := 0; i < n; i += 10 {
-		if e := x.Latest(key(i)); e.Key != string(key(i)) {
-			t.Fatalf("key %d after repack: %+v", i, e.Rev)
+	live, last := (n+9)/10, key((n-1)/10*10)
+	check := func(stage string) {
+		t.Helper()
+		for i := 0; i < n; i += 10 {
+			if e := x.Latest(key(i)); e.Key != string(key(i)) {
+				t.Fatalf("%s: key %d: %+v", stage, i, e.Rev)
+			}
+		}
+		ents, count, err := x.Range([]byte(pad), []byte(pad+"0"), 0, 0)
+		if err != nil || int(count) != live || ents[len(ents)-1].Key != string(last) {
+			t.Fatalf("%s: range: %d keys, %v", stage, count, err)
 		}
 	}
-	ents, count, err := x.Range([]byte(pad), []byte(pad+"0"), 0, 0)
-	if err != nil || int(count) != (n+9)/10 || ents[1].Key != string(key(10)) {
-		t.Fatalf("range after repack: %d keys, %v", count, err)
+	steps := 0
+	for more := true; more; steps++ {
+		more = x.RepackSome(100)
+		check(fmt.Sprintf("after repack step %d", steps))
+		if steps == 3 {
+			// A new key, put between steps, ahead of the cursor.
+			rev++
+			last = key(n + 5)
+			x.Put(last, rev, rev, 1)
+			live++
+		}
+	}
+	if steps < 5 {
+		t.Fatalf("the repack took %d steps of 100 keys for %d keys", steps, live)
+	}
+	if x.alloc.dead != 0 || x.alloc.live != live*len(key(0)) {
+		t.Fatalf("after the repack: %d dead bytes, %d live, want 0 and %d", x.alloc.dead, x.alloc.live, live*len(key(0)))
+	}
+	if e := x.Latest(last); e.Rev != rev {
+		t.Fatalf("the key put during the repack: %+v", e)
 	}
 	for range 20 {
 		runtime.GC()

@@ -50,8 +50,11 @@ type Index struct {
 	// out of the tree, in restored (restore.go).
 	restoring bool
 	restored  []*keyIndex
-	// alloc holds the keyIndex values and the keys' bytes (alloc.go).
-	alloc keyAlloc
+	// alloc holds the keyIndex values and the keys' bytes (alloc.go);
+	// repackFrom, if not nil, is the key a repack goes on from
+	// (RepackSome).
+	alloc      keyAlloc
+	repackFrom []byte
 }
 
 func lessKeyIndex(a, b *keyIndex) bool { return a.key < b.key }
@@ -87,9 +90,6 @@ func probe(key []byte) *keyIndex { return &keyIndex{key: unsafeString(key)} }
 // unsafeString is b's bytes as a string, without a copy: for lookups only,
 // never kept.
 func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
-
-// unsafeBytes is s's bytes, without a copy: to be read only, never kept.
-func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 func (x *Index) lookup(key []byte) *keyIndex { return x.keys[string(key)] }
 
@@ -241,12 +241,16 @@ func (x *Index) Walk(key, end []byte, rev int64, f func(Entry) bool) {
 }
 
 // Compact drops the history no read at rev or later can see, and records rev
-// as the compaction revision. The caller checks that rev is above the last
-// compaction and not above Rev.
+// as the compaction revision; then it moves the keys to new arenas if
+// compaction left too many removed keys' bytes in the old ones (see
+// RepackSome). The caller checks that rev is above the last compaction and
+// not above Rev.
 func (x *Index) Compact(rev int64) {
 	x.SetCompactRev(rev)
 	for from := []byte{}; from != nil; {
 		from = x.CompactSome(rev, from, 0)
+	}
+	for x.RepackSome(0) {
 	}
 }
 
@@ -274,23 +278,40 @@ func (x *Index) CompactSome(rev int64, from []byte, n int) (next []byte) {
 		delete(x.keys, ki.key)
 		x.alloc.release(ki)
 	}
-	if x.alloc.needRepack() {
-		x.repack()
+	if x.repackFrom == nil && x.alloc.needRepack() {
+		x.alloc.startRepack()
+		x.repackFrom = []byte{}
 	}
 	return next
 }
 
-// repack moves the keys into new arenas (alloc.go), and the map's keys
-// with them: assigning to a string key a map holds already stores the new
-// string, so the old arenas are left to the collector.
-func (x *Index) repack() {
-	x.alloc.repack(func(yield func(*keyIndex) bool) {
-		x.tree.Ascend(yield)
-	})
-	x.tree.Ascend(func(ki *keyIndex) bool {
+// RepackSome moves at most n keys (0: all), in key order, into the arenas
+// of a repack that compaction began (alloc.go), and reports whether some
+// are left to move. Each key's string in the map moves with it: assigning
+// to a string key a map holds already stores the new string, so an old
+// arena goes to the collector once its last key moved (and no reader holds
+// an entry of it). Like CompactSome, it lets a caller let readers in
+// between steps; reads answer the same before, between and after them.
+func (x *Index) RepackSome(n int) (more bool) {
+	if x.repackFrom == nil {
+		return false
+	}
+	seen := 0
+	var next []byte
+	x.tree.AscendGreaterOrEqual(probe(x.repackFrom), func(ki *keyIndex) bool {
+		if n > 0 && seen == n {
+			next = []byte(ki.key)
+			return false
+		}
+		seen++
+		x.alloc.move(ki)
 		x.keys[ki.key] = ki
 		return true
 	})
+	if x.repackFrom = next; next == nil {
+		x.alloc.finishRepack()
+	}
+	return next != nil
 }
 
 // SetCompactRev records rev as the compaction revision without compacting

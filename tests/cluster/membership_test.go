@@ -226,8 +226,15 @@ func TestLearnerPromote(t *testing.T) {
 			t.Fatalf("member %v: a learner, or never started", m)
 		}
 	}
-	if m := learnerMetric(t, m4.ClientURL); m != 0 {
-		t.Errorf("the promoted member reports etcd_server_is_learner %v", m)
+	// The new member applies its promotion on its own time.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		m := learnerMetric(t, m4.ClientURL)
+		if m == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the promoted member reports etcd_server_is_learner %v", m)
+		}
 	}
 	// Four voters: one may go (a write under way meanwhile may fail, as a
 	// client of etcd sees; the cluster goes on).

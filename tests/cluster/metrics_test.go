@@ -35,7 +35,8 @@ func memberMetrics(t *testing.T, c *testutil.Cluster, i int) map[string]float64 
 // member at url, by name without the prefix.
 func scrapeServer(t *testing.T, url string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(url + "/metrics")
+	cli := http.Client{Timeout: 10 * time.Second}
+	resp, err := cli.Get(url + "/metrics")
 	if err != nil {
 		t.Fatalf("%s/metrics: %v", url, err)
 	}
