@@ -59,14 +59,17 @@ func InboxPrefix(user string) string { return "_INBOX_" + user }
 // cannot connect to the bus as themselves.
 var busUserName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
-// userPermissions are an etcd user's on the bus.
+// userPermissions are an etcd user's on the bus: revd's requests
+// (<prefix>.<service>.<call>, and a cluster member's own maintenance calls,
+// <prefix>.maintenance.<call>.<member>), micro's discovery, and its own
+// inboxes (and the feed, for root).
 func userPermissions(prefix, user string, root bool) *server.Permissions {
 	sub := []string{InboxPrefix(user) + ".>"}
 	if root {
 		sub = append(sub, feedSubjects(prefix)...)
 	}
 	return &server.Permissions{
-		Publish:   publishNotOnFeed(prefix, prefix+".*.*", "$SRV.>"),
+		Publish:   publishNotOnFeed(prefix, prefix+".*.*", prefix+".maintenance.*.*", "$SRV.>"),
 		Subscribe: &server.SubjectPermission{Allow: sub},
 	}
 }
