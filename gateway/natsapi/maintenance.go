@@ -99,8 +99,8 @@ func (s *Service) memberEndpoints(eps []endpoint) []endpoint {
 	return own
 }
 
-// MemberEndpoint is member's own endpoint for a maintenance endpoint
-// (EndpointStatus, EndpointCheckpoint, EndpointHash, EndpointHashKV,
-// EndpointDefragment) when the members of a cluster share one NATS
-// cluster: e.g. "maintenance.status.m1".
+// MemberEndpoint is member's own endpoint for an endpoint only it may
+// answer, when the members of a cluster share one NATS cluster: a
+// maintenance endpoint of memberOwn ("maintenance.status.m1"), or a watch
+// endpoint of one of its sessions ("watch.cancel.m1", see watch.go).
 func MemberEndpoint(name, member string) string { return name + "." + member }

@@ -175,7 +175,7 @@ func newWatchSessions(nc *nats.Conn, prefix, member string, srv WatchServer, ttl
 }
 
 // endpoints returns the watch endpoints' handlers by endpoint name: the
-// shared ones, and in a NATS cluster this member's own (memberEndpoint),
+// shared ones, and in a NATS cluster this member's own (MemberEndpoint),
 // where the other members hand the requests of its sessions.
 func (w *watchSessions) endpoints() map[string]micro.HandlerFunc {
 	eps := map[string]micro.HandlerFunc{
@@ -186,15 +186,11 @@ func (w *watchSessions) endpoints() map[string]micro.HandlerFunc {
 	}
 	if w.member != "" {
 		for _, name := range []string{EndpointWatchCreate, EndpointWatchCancel, EndpointWatchProgress, EndpointWatchKeepAlive} {
-			eps[w.memberEndpoint(name, w.member)] = eps[name]
+			eps[MemberEndpoint(name, w.member)] = eps[name]
 		}
 	}
 	return eps
 }
-
-// memberEndpoint is member's own endpoint for a watch endpoint: e.g.
-// "watch.cancel.m1".
-func (w *watchSessions) memberEndpoint(name, member string) string { return name + "." + member }
 
 // sessionMember is the member a session id names (ids are
 // "<random>@<member>" in a NATS cluster), "" if none.
@@ -214,7 +210,7 @@ func (w *watchSessions) handOver(req micro.Request, name, id string) bool {
 		strings.HasSuffix(req.Subject(), "."+w.member) {
 		return false
 	}
-	msg := &nats.Msg{Subject: Subject(w.prefix, w.memberEndpoint(name, owner)), Reply: req.Reply(),
+	msg := &nats.Msg{Subject: Subject(w.prefix, MemberEndpoint(name, owner)), Reply: req.Reply(),
 		Header: nats.Header(req.Headers()), Data: req.Data()}
 	return w.nc.PublishMsg(msg) == nil
 }
