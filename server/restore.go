@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"runtime/debug"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
@@ -86,15 +88,25 @@ func restore(j *journal.Journal, set *shard.Set, leases *lease.Index) (restored,
 }
 
 // releaseRestoreMemory gives the memory a restore no longer uses back to
-// the operating system, in the background. Rebuilding the indexes of a
-// million keys decodes every record since the base snapshot: the heap
-// peaked at three times the indexes it built (some 400 MiB for 1,000,000
-// keys of the data set, against 121 MiB live), and Go's scavenger gives
-// memory back slowly, down to about twice the live heap: the process kept
-// some 440 MiB resident after starting, its block cache still empty. One
-// forced collection and release (debug.FreeOSMemory) once the indexes are
-// built and the raft log replayed drops that, for a collection's time
-// (tens of milliseconds for a million keys), off the path of any request.
-// A member that installs a snapshot does the same once every shard took
-// its new index (reload).
-func releaseRestoreMemory() { go debug.FreeOSMemory() }
+// the operating system, in the background, once every shard holds the
+// indexes restored at rev. Rebuilding the indexes of a million keys
+// decodes every record since the base snapshot: the heap peaked at three
+// times the indexes it built (some 400 MiB for 1,000,000 keys of the data
+// set, against 121 MiB live), and Go's scavenger gives memory back slowly,
+// down to about twice the live heap: the process kept some 440 MiB
+// resident after starting, its block cache still empty. One forced
+// collection and release (debug.FreeOSMemory) drops that, for a
+// collection's time (tens of milliseconds for a million keys), off the
+// path of any request. At start-up the shards hold their indexes already
+// (New calls it once the raft log is replayed too); after a snapshot
+// install (reload) each shard takes its new index in its own time, and the
+// old ones are garbage only once every shard is at rev.
+func (s *Server) releaseRestoreMemory(rev int64) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if s.set.Tracker().Wait(ctx, rev) == nil {
+			debug.FreeOSMemory()
+		}
+	}()
+}

@@ -183,7 +183,7 @@ func New(opts Options) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
-	releaseRestoreMemory() // the indexes rebuilt, the raft log replayed
+	s.releaseRestoreMemory(r.rev) // the indexes rebuilt, the raft log replayed
 	go s.publishMember()
 	s.startHashChecks()
 	if s.cluster.onlyVoter(s.meta.MemberID) {

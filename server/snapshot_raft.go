@@ -1,14 +1,11 @@
 package server
 
 import (
-	"context"
 	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
-	"time"
 
 	"go.etcd.io/etcd/server/v3/etcdserver/api/snap"
 	"go.etcd.io/raft/v3/raftpb"
@@ -134,15 +131,7 @@ func (s *Server) reload() error {
 	// indexes after what they were sent before: it waits for them.
 	s.seq.Reset(sequencer.NewCore(mvcc.NewOverlay(s.set, values, r.rev, r.compactRev), leases))
 	s.set.Reset(fresh)
-	// The shards take fresh's indexes in their own time; the old ones are
-	// garbage once every shard is at r.rev.
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if s.set.Tracker().Wait(ctx, r.rev) == nil {
-			debug.FreeOSMemory()
-		}
-	}()
+	s.releaseRestoreMemory(r.rev)
 	s.lease.ref.Send(&leaseactor.Reset{Index: actorLeases})
 	s.stats.countRestored(fresh.View(r.rev, r.compactRev))
 	s.committed.Store(r.rev)

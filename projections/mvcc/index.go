@@ -250,8 +250,7 @@ func (x *Index) Compact(rev int64) {
 	for from := []byte{}; from != nil; {
 		from = x.CompactSome(rev, from, 0)
 	}
-	for x.RepackSome(0) {
-	}
+	x.RepackSome(0)
 }
 
 // CompactSome compacts at most n keys (0: all) from key from on, at rev, and
