@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bufio"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -75,14 +76,13 @@ func checkLeaderMetrics(t *testing.T, c *testutil.Cluster, lead int) []float64 {
 			}
 			switch {
 			case m["has_leader"] != 1 || m["is_leader"] != isLeader || m["is_learner"] != 0:
-				problem = c.Names[i] + " reports has_leader, is_leader, is_learner " +
-					strconv.FormatFloat(m["has_leader"], 'g', -1, 64) + ", " + strconv.FormatFloat(m["is_leader"], 'g', -1, 64) + ", " +
-					strconv.FormatFloat(m["is_learner"], 'g', -1, 64) + "; " + c.Names[lead] + " leads"
+				problem = fmt.Sprintf("%s reports has_leader, is_leader, is_learner %v, %v, %v; %s leads",
+					c.Names[i], m["has_leader"], m["is_leader"], m["is_learner"], c.Names[lead])
 			case m["leader_changes_seen_total"] < 1:
 				problem = c.Names[i] + " saw no leader change"
 			case m["proposals_applied_total"] < 1 || m["proposals_committed_total"] < m["proposals_applied_total"]:
-				problem = c.Names[i] + " reports proposals committed " + strconv.FormatFloat(m["proposals_committed_total"], 'g', -1, 64) +
-					", applied " + strconv.FormatFloat(m["proposals_applied_total"], 'g', -1, 64)
+				problem = fmt.Sprintf("%s reports proposals committed %v, applied %v",
+					c.Names[i], m["proposals_committed_total"], m["proposals_applied_total"])
 			}
 			if problem != "" {
 				break
