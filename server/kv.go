@@ -69,28 +69,17 @@ func (s *Server) RangeEncoded(ctx context.Context, r *pb.RangeRequest) (parts []
 	if !etcdkv.Encodable(r) {
 		return nil, false, nil
 	}
-	var resp *pb.RangeResponse
-	var kvs [][]byte
+	var er etcdkv.EncodedRange
 	err = s.serveRange(ctx, r, func() (*pb.ResponseHeader, error) {
-		resp, kvs, err = s.reads.rangeShardsEncoded(ctx, r)
-		return resp.GetHeader(), err
+		er, err = s.reads.rangeShardsEncoded(ctx, r)
+		return nil, err // the header is filled below, without a message of its own
 	})
 	if err != nil {
 		return nil, true, err
 	}
-	// The fields in Range's order: header, kvs, more and count.
-	head, err := proto.Marshal(&pb.RangeResponse{Header: resp.Header})
-	if err != nil {
-		return nil, true, err
-	}
-	resp.Header = nil
-	tail, err := proto.Marshal(resp)
-	if err != nil {
-		return nil, true, err
-	}
-	parts = make([][]byte, 0, len(kvs)+2)
-	parts = append(append(append(parts, head), kvs...), tail)
-	return parts, true, nil
+	h := pb.ResponseHeader{Revision: er.Rev}
+	s.fill(&h)
+	return encodeRange(&h, er), true, nil
 }
 
 // PooledPartBytes is the size from which RangeEncoded's parts are in

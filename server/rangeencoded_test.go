@@ -88,3 +88,44 @@ func TestRangeEncodedIsRange(t *testing.T) {
 		}
 	}
 }
+
+// TestRangeEncodedLargeAnswers: answers over joinRangeBytes, and answers
+// holding a pair of PooledPartBytes or more, go out in several parts, the
+// header's, each pair's, more's and count's, still byte for byte Range's.
+func TestRangeEncodedLargeAnswers(t *testing.T) {
+	s := open(t, t.TempDir())
+	defer s.Close()
+	for i := range 40 {
+		mustPut(t, s, fmt.Sprintf("m%02d", i), string(bytes.Repeat([]byte{'v'}, 3000+i)))
+	}
+	mustPut(t, s, "p", string(bytes.Repeat([]byte{'w'}, PooledPartBytes+10)))
+	for _, c := range []struct {
+		r                  *pb.RangeRequest
+		minParts, maxParts int
+	}{
+		{&pb.RangeRequest{Key: []byte("m"), RangeEnd: []byte("n")}, 42, 42},            // 40 pairs of 3 KiB: over joinRangeBytes
+		{&pb.RangeRequest{Key: []byte("m"), RangeEnd: []byte("n"), Limit: 30}, 32, 32}, // more and count
+		{&pb.RangeRequest{Key: []byte("m"), RangeEnd: []byte("n"), Limit: 3}, 1, 1},    // small: one part
+		{&pb.RangeRequest{Key: []byte("p")}, 2, 3},                                     // a pooled pair
+		{&pb.RangeRequest{Key: []byte("m39"), RangeEnd: []byte("q")}, 3, 4},
+	} {
+		want, err := s.Range(ctx, c.r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wb, err := proto.Marshal(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts, ok, err := s.RangeEncoded(ctx, c.r)
+		if !ok || err != nil {
+			t.Fatalf("RangeEncoded(%v): %v %v", c.r, ok, err)
+		}
+		if len(parts) < c.minParts || len(parts) > c.maxParts {
+			t.Errorf("RangeEncoded(%v): %d parts, want %d to %d", c.r, len(parts), c.minParts, c.maxParts)
+		}
+		if got := bytes.Join(parts, nil); !bytes.Equal(got, wb) {
+			t.Errorf("RangeEncoded(%v): %d bytes, not Range's %d", c.r, len(got), len(wb))
+		}
+	}
+}

@@ -88,12 +88,12 @@ func (r *reader) rangeShards(ctx context.Context, req *pb.RangeRequest) (resp *p
 
 // rangeShardsEncoded is rangeShards with the pairs encoded
 // (etcdkv.RangeEncoded).
-func (r *reader) rangeShardsEncoded(ctx context.Context, req *pb.RangeRequest) (resp *pb.RangeResponse, kvs [][]byte, err error) {
+func (r *reader) rangeShardsEncoded(ctx context.Context, req *pb.RangeRequest) (er etcdkv.EncodedRange, err error) {
 	err = r.read(ctx, func(v *shard.View) error {
-		resp, kvs, err = etcdkv.RangeEncoded(v, req)
+		er, err = etcdkv.RangeEncoded(v, req)
 		return err
 	})
-	return resp, kvs, err
+	return er, err
 }
 
 // journalValues are the values the indexes point at (mvcc.Values): the

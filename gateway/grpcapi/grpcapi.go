@@ -164,7 +164,7 @@ func New(srv *server.Server, opts Options) *grpc.Server {
 
 // register puts revd's services on r.
 func register(r grpc.ServiceRegistrar, srv *server.Server) {
-	r.RegisterService(kvService(), srv)
+	r.RegisterService(kvService(srv), srv)
 	pb.RegisterMaintenanceServer(r, srv.Maintenance())
 	pb.RegisterWatchServer(r, &watchServer{srv: srv})
 	pb.RegisterLeaseServer(r, &leaseServer{srv: srv.Lease()})

@@ -18,30 +18,36 @@ import (
 // still takes a small slice header for each part).
 // Every other call, and a Range only server.Range answers, is served by
 // the generated handlers.
-func kvService() *grpc.ServiceDesc {
+func kvService(srv *server.Server) *grpc.ServiceDesc {
 	sd := pb.KV_ServiceDesc
 	sd.Methods = slices.Clone(sd.Methods)
 	for i := range sd.Methods {
 		if sd.Methods[i].MethodName == "Range" {
-			sd.Methods[i].Handler = rangeHandler
+			sd.Methods[i].Handler = rangeHandler(srv)
 		}
 	}
 	return &sd
 }
 
-// rangeHandler is the generated KV Range handler's twin, around answerRange.
-func rangeHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
-	in := new(pb.RangeRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
+// rangeHandler returns the generated KV Range handler's twin, around
+// answerRange, for srv: what the generated one builds on each call (the
+// call's info for the interceptors, the handler they end in) it builds
+// once.
+func rangeHandler(srv *server.Server) grpc.MethodHandler {
+	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: pb.KV_Range_FullMethodName}
 	handler := func(ctx context.Context, req any) (any, error) {
-		return answerRange(ctx, srv.(*server.Server), req.(*pb.RangeRequest))
+		return answerRange(ctx, srv, req.(*pb.RangeRequest))
 	}
-	if interceptor == nil {
-		return handler(ctx, in)
+	return func(_ any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+		in := new(pb.RangeRequest)
+		if err := dec(in); err != nil {
+			return nil, err
+		}
+		if interceptor == nil {
+			return handler(ctx, in)
+		}
+		return interceptor(ctx, in, info, handler)
 	}
-	return interceptor(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: pb.KV_Range_FullMethodName}, handler)
 }
 
 // answerRange answers r encoded when the server can, else as a

@@ -199,16 +199,23 @@ func Encodable(r *pb.RangeRequest) bool {
 // RangeResponseKvs is the field number of RangeResponse's kvs.
 const RangeResponseKvs protowire.Number = 2
 
+// EncodedRange is Range's answer with its pairs encoded (RangeEncoded):
+// the header's revision, more and count as values, and Kvs, the kvs field
+// encoded, one pair an element. Range's answer encodes as its header, then
+// Kvs, then more and count.
+type EncodedRange struct {
+	Rev   int64
+	Count int64
+	More  bool
+	Kvs   [][]byte
+}
+
 // RangeEncoded answers a checked, Encodable r as Range does, with its pairs
-// already encoded: resp is Range's answer without them (header revision,
-// more, count) and kvs its kvs field, encoded, one pair an element. Range's
-// answer encodes as resp's header, then kvs, then the rest of resp.
-func RangeEncoded(v EncodedView, r *pb.RangeRequest) (resp *pb.RangeResponse, kvs [][]byte, err error) {
+// already encoded.
+func RangeEncoded(v EncodedView, r *pb.RangeRequest) (EncodedRange, error) {
 	kvs, n, count, err := v.EncodeRange(RangeResponseKvs, r.Key, mkGteRange(r.RangeEnd), r.Revision, readLimit(r), r.Limit)
 	if err != nil {
-		return nil, nil, ToGRPC(err)
+		return EncodedRange{}, ToGRPC(err)
 	}
-	resp = &pb.RangeResponse{Header: &pb.ResponseHeader{Revision: v.Rev()}, Count: count}
-	resp.More = r.Limit > 0 && int64(n) > r.Limit
-	return resp, kvs, nil
+	return EncodedRange{Rev: v.Rev(), Count: count, More: r.Limit > 0 && int64(n) > r.Limit, Kvs: kvs}, nil
 }
