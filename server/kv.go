@@ -297,6 +297,9 @@ func (s *Server) send(ctx context.Context, cmd *sequencer.Command) (proto.Messag
 			select {
 			case o := <-w.ch:
 				if errors.Is(o.Err, sequencer.ErrNotLeader) {
+					if err := s.stoppedErr(); err != nil {
+						return nil, err // no sequencer here will take it again
+					}
 					continue // decided nothing: to the leader it goes
 				}
 				replies.Put(w) // answered: nothing else will arrive on it
@@ -304,6 +307,9 @@ func (s *Server) send(ctx context.Context, cmd *sequencer.Command) (proto.Messag
 			case <-ctx.Done():
 				return nil, toStatus(ctx.Err())
 			}
+		}
+		if err := s.stoppedErr(); err != nil {
+			return nil, err
 		}
 		return nil, errNotLeaderHere
 	})
@@ -337,6 +343,24 @@ func (s *Server) answer(o sequencer.Outcome) (proto.Message, error) {
 	}
 	s.fill(header(o.Resp))
 	return o.Resp, nil
+}
+
+// stoppedErr is the error a write the sequencer refused gets when this
+// member decides nothing any more: its log failed (failedErr), or raft
+// stopped (etcd's "server stopped"). A member whose raft stopped stays
+// "ready" (no leader change follows), and its sequencer refuses every
+// command its core decides after the lost proposal (ErrNotLeader), so a
+// write sent again would be refused again, forever.
+func (s *Server) stoppedErr() error {
+	if err := s.failedErr(); err != nil {
+		return err
+	}
+	select {
+	case <-s.raft.Stopped():
+		return rpctypes.ErrGRPCStopped
+	default:
+		return nil
+	}
 }
 
 // failedErr is the error every write gets once the journal failed.

@@ -79,7 +79,7 @@ func (s *Server) leaderChanged(lead, term uint64) {
 func (s *Server) applied(at journal.Applied) {
 	l := &s.lead
 	l.mu.Lock()
-	activate := l.leading && l.term == at.Term && l.readyTerm != at.Term
+	activate := l.leading && l.term == at.Term && l.readyTerm != at.Term && s.failed.Load() == nil
 	l.mu.Unlock()
 	if !activate {
 		return

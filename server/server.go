@@ -221,8 +221,19 @@ func (s *Server) advance(b *sequencer.Batch) {
 // onFail stops writes for good: the sequencer's state is ahead of a journal
 // that could not be written.
 func (s *Server) onFail(err error) {
-	s.failed.Store(&err)
+	if !s.failed.CompareAndSwap(nil, &err) {
+		return
+	}
 	s.log.Error("journal write failed; refusing all writes from now on", "err", err)
+	// Nothing decided from now on could be journaled: the sequencer stops
+	// deciding (its commands are refused, and Server.send answers them with
+	// this error). Deciding on would put each command into the sequencer's
+	// overlay, which only applied batches trim (a raft that stopped applies
+	// none): a member whose writes were sent again on each refusal held
+	// 24 GiB after minutes of clients retrying.
+	if s.seq != nil {
+		s.seq.Deactivate()
+	}
 }
 
 // Close stops the actors (answering what was already decided), the
