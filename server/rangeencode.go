@@ -1,6 +1,8 @@
 package server
 
 import (
+	"encoding/binary"
+
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -31,8 +33,8 @@ const (
 // part when the answer is small and holds no pooled pair, else as the
 // header, then each pair as er holds it, then more and count.
 func encodeRange(h *pb.ResponseHeader, er etcdkv.EncodedRange) [][]byte {
-	hn := headerSize(h)
-	headLen := protowire.SizeTag(rangeResponseHeader) + protowire.SizeBytes(hn)
+	hb := appendHeaderFields(make([]byte, 0, maxHeaderBytes), h)
+	headLen := protowire.SizeTag(rangeResponseHeader) + protowire.SizeBytes(len(hb))
 	tailLen := 0
 	if er.More {
 		tailLen += protowire.SizeTag(rangeResponseMore) + 1
@@ -46,13 +48,13 @@ func encodeRange(h *pb.ResponseHeader, er etcdkv.EncodedRange) [][]byte {
 		join = join && len(kv) < PooledPartBytes
 	}
 	if join && total <= joinRangeBytes {
-		b := appendHeader(make([]byte, 0, total), h, hn)
+		b := appendHeader(make([]byte, 0, total), hb)
 		for _, kv := range er.Kvs {
 			b = append(b, kv...)
 		}
 		return [][]byte{appendRangeTail(b, er)}
 	}
-	b := appendHeader(make([]byte, 0, headLen+tailLen), h, hn)
+	b := appendHeader(make([]byte, 0, headLen+tailLen), hb)
 	parts := make([][]byte, 0, len(er.Kvs)+2)
 	parts = append(append(parts, b[:headLen:headLen]), er.Kvs...)
 	if tailLen > 0 {
@@ -61,22 +63,13 @@ func encodeRange(h *pb.ResponseHeader, er etcdkv.EncodedRange) [][]byte {
 	return parts
 }
 
-// headerSize is the size of h's encoding.
-func headerSize(h *pb.ResponseHeader) int {
-	n := 0
-	for _, v := range [...]uint64{h.ClusterId, h.MemberId, uint64(h.Revision), h.RaftTerm} {
-		if v != 0 {
-			n += 1 + protowire.SizeVarint(v)
-		}
-	}
-	return n
-}
+// maxHeaderBytes bounds a ResponseHeader's encoding: four varint fields,
+// each a one-byte tag and at most ten bytes.
+const maxHeaderBytes = 4 * (1 + binary.MaxVarintLen64)
 
-// appendHeader appends RangeResponse's header field holding h, whose
-// encoding is hn bytes long.
-func appendHeader(b []byte, h *pb.ResponseHeader, hn int) []byte {
-	b = protowire.AppendTag(b, rangeResponseHeader, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(hn))
+// appendHeaderFields appends h's fields as proto.Marshal encodes a
+// ResponseHeader (zero fields left out).
+func appendHeaderFields(b []byte, h *pb.ResponseHeader) []byte {
 	for _, f := range [...]struct {
 		num protowire.Number
 		v   uint64
@@ -87,6 +80,13 @@ func appendHeader(b []byte, h *pb.ResponseHeader, hn int) []byte {
 		}
 	}
 	return b
+}
+
+// appendHeader appends RangeResponse's header field, whose encoded
+// ResponseHeader is hb.
+func appendHeader(b, hb []byte) []byte {
+	b = protowire.AppendTag(b, rangeResponseHeader, protowire.BytesType)
+	return protowire.AppendBytes(b, hb)
 }
 
 // appendRangeTail appends RangeResponse's more and count fields.
