@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -80,9 +79,9 @@ func TestRevdStopsDecidingWhenRaftStops(t *testing.T) {
 		return strings.Contains(p.Tail(256<<10), "refusing all writes")
 	})
 	time.Sleep(time.Second)
-	before := rssAnonKiB(t, p.Pid())
+	before := testutil.StatusKiB(t, p.Pid(), "RssAnon")
 	time.Sleep(3 * time.Second)
-	after := rssAnonKiB(t, p.Pid())
+	after := testutil.StatusKiB(t, p.Pid(), "RssAnon")
 	close(stop)
 	wg.Wait()
 	t.Logf("%d puts acknowledged; refusals: %v; RssAnon %d MiB, then %d MiB 3 s later", acked, refusals, before>>10, after>>10)
@@ -106,24 +105,4 @@ func errorText(err error) string {
 		return context.DeadlineExceeded.Error()
 	}
 	return err.Error()
-}
-
-// rssAnonKiB reads a process's anonymous resident memory (RssAnon), in KiB.
-func rssAnonKiB(t *testing.T, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "RssAnon:" {
-			n, err := strconv.ParseInt(f[1], 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("no RssAnon in /proc/%d/status", pid)
-	return 0
 }

@@ -52,7 +52,7 @@ func run(t *testing.T, pr probe) {
 	if pr.duration == 0 {
 		pr.duration = 4 * time.Second
 	}
-	base := statusKiB(t, p.Pid(), "RssAnon")
+	base := testutil.StatusKiB(t, p.Pid(), "RssAnon")
 	mem := watchMemory(p.Pid())
 	normal := startNormal(t, p)
 	stop := make(chan struct{})
@@ -82,33 +82,6 @@ func run(t *testing.T, pr probe) {
 
 func mib(kib int64) float64 { return float64(kib) / 1024 }
 
-// statusKiB reads field (RssAnon, VmRSS) of /proc/pid/status, in KiB.
-func statusKiB(t *testing.T, pid int, field string) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, ok := statusField(b, field)
-	if !ok {
-		t.Fatalf("no %s in /proc/%d/status", field, pid)
-	}
-	return n
-}
-
-// statusField finds "field: N kB" in the text of /proc/pid/status.
-func statusField(status []byte, field string) (int64, bool) {
-	i := bytes.Index(status, []byte("\n"+field+":"))
-	if i < 0 {
-		return 0, false
-	}
-	f := bytes.Fields(status[i+len(field)+2:])
-	if len(f) == 0 {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(string(f[0]), 10, 64)
-	return n, err == nil
-}
-
 // memWatch samples a process's memory every 10ms: its anonymous resident
 // memory (RssAnon: what it allocated, heap and stacks, which the budgets
 // bound) and its whole resident set (VmRSS, which adds the pages of its
@@ -130,10 +103,10 @@ func watchMemory(pid int) *memWatch {
 		path := fmt.Sprintf("/proc/%d/status", pid)
 		for {
 			if b, err := os.ReadFile(path); err == nil {
-				if n, ok := statusField(b, "RssAnon"); ok && n > m.anon.Load() {
+				if n, ok := testutil.StatusField(b, "RssAnon"); ok && n > m.anon.Load() {
 					m.anon.Store(n)
 				}
-				if n, ok := statusField(b, "VmRSS"); ok && n > m.rss.Load() {
+				if n, ok := testutil.StatusField(b, "VmRSS"); ok && n > m.rss.Load() {
 					m.rss.Store(n)
 				}
 			}
