@@ -218,8 +218,7 @@ func anyOf(a <-chan struct{}, b <-chan time.Time) <-chan struct{} {
 // errLeaderUnreachable when it could not be reached before anything was
 // sent.
 func (s *Server) forwardTo(ctx context.Context, lead uint64, name string, req proto.Message) (proto.Message, error) {
-	m := s.cluster.member(lead)
-	if m == nil || len(m.PeerUrls) == 0 {
+	if s.cluster.peerURL(lead) == "" {
 		return nil, errNotLeaderHere
 	}
 	fr := &raftv1.ForwardRequest{Method: name}

@@ -194,8 +194,8 @@ func (f *forwarder) sendBatch(lead uint64, calls []*forwardCall) {
 	if len(calls) == 0 {
 		return
 	}
-	m := s.cluster.member(lead)
-	if m == nil || len(m.PeerUrls) == 0 {
+	peerURL := s.cluster.peerURL(lead)
+	if peerURL == "" {
 		answer(forwardResult{err: errNotLeaderHere})
 		return
 	}
@@ -212,7 +212,7 @@ func (f *forwarder) sendBatch(lead uint64, calls []*forwardCall) {
 	// each caller stops waiting when its own context ends.
 	ctx, cancel := context.WithTimeout(context.Background(), s.requestTimeout())
 	defer cancel()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, m.PeerUrls[0]+forwardPath, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, peerURL+forwardPath, bytes.NewReader(body))
 	if err != nil {
 		answer(forwardResult{err: errNotLeaderHere})
 		return

@@ -31,7 +31,7 @@ func (s *Server) fromPeer(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	from, err := strconv.ParseUint(r.Header.Get(headerFrom), 16, 64)
-	if err != nil || s.cluster.member(from) == nil {
+	if err != nil || !s.cluster.has(from) {
 		http.Error(w, "not a member of this cluster", http.StatusForbidden)
 		return false
 	}
