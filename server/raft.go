@@ -164,8 +164,6 @@ func (s *Server) startRaft() error {
 	if err != nil {
 		return fmt.Errorf("server: peer TLS: %w", err)
 	}
-	// Keep a connection per batch a member may have on its way.
-	rt.MaxIdleConnsPerHost = 2 * forwardInFlight
 	s.peerClient = &http.Client{Transport: rt}
 	if s.opts.InitialCorruptCheck && s.joined == nil {
 		// A member restarting on its data (etcd's memberInitialized).

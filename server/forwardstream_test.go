@@ -1,0 +1,362 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/client/pkg/v3/types"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	raftv1 "revd/protos/revd/raft/v1"
+)
+
+// forwardRequest is a forwarded Put of key.
+func forwardPut(t testing.TB, key string, prevKV bool) *raftv1.ForwardRequest {
+	t.Helper()
+	b, err := proto.Marshal(&pb.PutRequest{Key: []byte(key), Value: []byte("v"), PrevKv: prevKV})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &raftv1.ForwardRequest{Method: "Put", Request: b}
+}
+
+// openForwardStream upgrades a connection to hs to a forwarding stream, as
+// member from of cluster cluster; it returns the answer's status code and,
+// on 101, the connection and a reader of it.
+func openForwardStream(t *testing.T, hs *httptest.Server, method string, cluster, from uint64, upgrade string) (int, net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(hs.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	req, _ := http.NewRequest(method, hs.URL+forwardPath, nil)
+	req.Header.Set(headerClusterID, types.ID(cluster).String())
+	req.Header.Set(headerFrom, types.ID(from).String())
+	if upgrade != "" {
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", upgrade)
+	}
+	if err := req.Write(conn); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		resp.Body.Close()
+		return resp.StatusCode, nil, nil
+	}
+	return resp.StatusCode, conn, br
+}
+
+// TestForwardStreamServes: the leader's end of the stream runs each
+// request of a frame as the forwarding member's caller and answers each by
+// its place in the stream, across frames; a method it does not forward is
+// refused alone.
+func TestForwardStreamServes(t *testing.T) {
+	s, hs := peerServer(t)
+	code, conn, br := openForwardStream(t, hs, http.MethodGet, s.meta.ClusterID, s.meta.MemberID, forwardStreamProto)
+	if code != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: status %d", code)
+	}
+	send := func(reqs ...*raftv1.ForwardRequest) {
+		body, err := proto.Marshal(&raftv1.ForwardBatch{Requests: reqs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Write(appendForwardFrame(nil, body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(forwardPut(t, "a", true), forwardPut(t, "a", true), &raftv1.ForwardRequest{Method: "Nope"})
+	send(forwardPut(t, "b", false))
+	got := map[uint64]*raftv1.ForwardResponse{}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for len(got) < 4 {
+		p, err := readForwardFrame(br, 1<<20)
+		if err != nil {
+			t.Fatalf("after %d answers: %v", len(got), err)
+		}
+		if err := decodeForwardAnswers(p, func(a forwardAnswer) {
+			if _, dup := got[a.seq]; dup {
+				t.Errorf("answer %d twice", a.seq)
+			}
+			got[a.seq] = a.resp
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	revs := map[int64]bool{}
+	prevs := 0
+	for _, seq := range []uint64{0, 1, 3} {
+		a := got[seq]
+		if a == nil || a.Code != 0 || a.NotLeader || a.AppliedIndex == 0 {
+			t.Fatalf("answer %d: %v", seq, a)
+		}
+		var put pb.PutResponse
+		if err := proto.Unmarshal(a.Response, &put); err != nil {
+			t.Fatal(err)
+		}
+		revs[put.Header.Revision] = true
+		if put.PrevKv != nil {
+			prevs++
+		}
+	}
+	if prevs != 1 { // the two puts of a run side by side: whichever is second sees the first
+		t.Errorf("%d puts of a had a previous pair, want 1", prevs)
+	}
+	if len(revs) != 3 {
+		t.Errorf("revisions of the three puts: %v", revs)
+	}
+	if a := got[2]; a == nil || codes.Code(a.Code) != codes.Unavailable || !strings.Contains(a.Message, `unknown method "Nope"`) {
+		t.Errorf("unknown method: %v", a)
+	}
+	if r := all(t, s, 0); len(r.Kvs) != 2 {
+		t.Errorf("keys after the stream's puts: %v", r.Kvs)
+	}
+}
+
+// TestForwardStreamRefusals: only the cluster's members open a stream, with
+// the upgrade, by GET.
+func TestForwardStreamRefusals(t *testing.T) {
+	s, hs := peerServer(t)
+	for _, c := range []struct {
+		name          string
+		method        string
+		cluster, from uint64
+		upgrade       string
+		want          int
+	}{
+		{"another cluster", http.MethodGet, s.meta.ClusterID + 1, s.meta.MemberID, forwardStreamProto, http.StatusPreconditionFailed},
+		{"not a member", http.MethodGet, s.meta.ClusterID, s.meta.MemberID + 1, forwardStreamProto, http.StatusForbidden},
+		{"no upgrade", http.MethodGet, s.meta.ClusterID, s.meta.MemberID, "", http.StatusUpgradeRequired},
+		{"another protocol", http.MethodGet, s.meta.ClusterID, s.meta.MemberID, "websocket", http.StatusUpgradeRequired},
+		{"POST", http.MethodPost, s.meta.ClusterID, s.meta.MemberID, forwardStreamProto, http.StatusMethodNotAllowed},
+	} {
+		if code, _, _ := openForwardStream(t, hs, c.method, c.cluster, c.from, c.upgrade); code != c.want {
+			t.Errorf("%s: status %d, want %d", c.name, code, c.want)
+		}
+	}
+}
+
+// TestForwardStreamMalformedFrames: a frame over the limit, or one that is
+// not a ForwardBatch, ends the stream and runs nothing.
+func TestForwardStreamMalformedFrames(t *testing.T) {
+	s, hs := peerServer(t)
+	for name, frame := range map[string][]byte{
+		"over the limit": binary.AppendUvarint(nil, uint64(forwardFrameLimit(s))+1),
+		"not a batch":    appendForwardFrame(nil, []byte{0xff, 0xff, 0xff}),
+		"bad length":     bytes.Repeat([]byte{0xff}, 11),
+	} {
+		_, conn, br := openForwardStream(t, hs, http.MethodGet, s.meta.ClusterID, s.meta.MemberID, forwardStreamProto)
+		if conn == nil {
+			t.Fatalf("%s: no stream", name)
+		}
+		if _, err := conn.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+			t.Errorf("%s: the stream was not closed: %v", name, err)
+		}
+	}
+	if r := all(t, s, 0); len(r.Kvs) != 0 {
+		t.Errorf("keys: %v", r.Kvs)
+	}
+}
+
+// TestForwardStreamCalls: a member's forwarder sends its calls on one
+// stream (here to itself, through its peer URL), concurrent calls sharing
+// frames, each answered with its own response.
+func TestForwardStreamCalls(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	s, err := New(Options{DataDir: t.TempDir(), Cluster: ClusterOptions{PeerURLs: []string{url}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	hs := httptest.NewUnstartedServer(s.PeerHandler())
+	hs.Listener.Close()
+	hs.Listener = ln
+	hs.Start()
+	t.Cleanup(hs.Close)
+
+	const calls = 64
+	var wg sync.WaitGroup
+	results := make([]forwardResult, calls)
+	for i := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = s.fwd.call(ctx, s.meta.MemberID, forwardPut(t, "k"+string(rune('a'+i%26)), false))
+		}()
+	}
+	wg.Wait()
+	revs := map[int64]bool{}
+	for i, r := range results {
+		if r.err != nil || r.resp.Code != 0 {
+			t.Fatalf("call %d: %v %v", i, r.err, r.resp)
+		}
+		var put pb.PutResponse
+		if err := proto.Unmarshal(r.resp.Response, &put); err != nil {
+			t.Fatal(err)
+		}
+		if r.applied == 0 || revs[put.Header.Revision] {
+			t.Fatalf("call %d: applied %d, revision %d (seen: %v)", i, r.applied, put.Header.Revision, revs[put.Header.Revision])
+		}
+		revs[put.Header.Revision] = true
+	}
+	s.fwd.mu.Lock()
+	streams := len(s.fwd.streams)
+	s.fwd.mu.Unlock()
+	if streams != 1 {
+		t.Errorf("%d streams, want 1", streams)
+	}
+	if r := s.fwd.call(ctx, s.meta.MemberID, &raftv1.ForwardRequest{Method: "Nope"}); r.err != nil || codes.Code(r.resp.Code) != codes.Unavailable {
+		t.Errorf("unknown method: %v %v", r.err, r.resp)
+	}
+}
+
+// TestForwardStreamLeaderGone: with nothing listening at the leader's peer
+// URL, a call is refused as unreachable (nothing was sent), and the next
+// call tries a new stream.
+func TestForwardStreamLeaderGone(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close()
+	s, err := New(Options{DataDir: t.TempDir(), Cluster: ClusterOptions{PeerURLs: []string{url}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	for range 2 {
+		if r := s.fwd.call(ctx, s.meta.MemberID, forwardPut(t, "k", false)); !errors.Is(r.err, errLeaderUnreachable) {
+			t.Fatalf("call: %v", r.err)
+		}
+	}
+	if r := all(t, s, 0); len(r.Kvs) != 0 {
+		t.Errorf("keys: %v", r.Kvs)
+	}
+}
+
+// TestForwardAnswersCodec: answers frames decode to what was encoded, in
+// order, and a truncated or empty payload is refused.
+func TestForwardAnswersCodec(t *testing.T) {
+	in := []forwardAnswer{
+		{seq: 0, resp: &raftv1.ForwardResponse{Response: []byte("x"), AppliedIndex: 7}},
+		{seq: 1 << 40, resp: &raftv1.ForwardResponse{Code: 14, Message: "gone"}},
+		{seq: 3, resp: &raftv1.ForwardResponse{NotLeader: true}},
+	}
+	var p []byte
+	for _, a := range in {
+		var err error
+		if p, err = appendForwardAnswer(p, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out []forwardAnswer
+	if err := decodeForwardAnswers(p, func(a forwardAnswer) { out = append(out, a) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != len(in) {
+		t.Fatalf("%d answers, want %d", len(out), len(in))
+	}
+	for i := range in {
+		if out[i].seq != in[i].seq || !proto.Equal(out[i].resp, in[i].resp) {
+			t.Errorf("answer %d: %v, want %v", i, out[i], in[i])
+		}
+	}
+	for _, bad := range [][]byte{nil, p[:len(p)-1], {0x80}, {1, 5, 0}} {
+		if err := decodeForwardAnswers(bad, func(forwardAnswer) {}); !errors.Is(err, ErrForwardFrame) {
+			t.Errorf("%x: %v", bad, err)
+		}
+	}
+	frame := appendForwardFrame(nil, p)
+	got, err := readForwardFrame(bufio.NewReader(bytes.NewReader(frame)), int64(len(p)))
+	if err != nil || !bytes.Equal(got, p) {
+		t.Errorf("frame: %v", err)
+	}
+	if _, err := readForwardFrame(bufio.NewReader(bytes.NewReader(frame)), int64(len(p)-1)); !errors.Is(err, ErrForwardFrame) {
+		t.Errorf("frame over the limit: %v", err)
+	}
+}
+
+// FuzzDecodeForwardAnswers: any bytes decode without a panic, and what
+// decodes encodes back to answers that decode the same.
+func FuzzDecodeForwardAnswers(f *testing.F) {
+	p, _ := appendForwardAnswer(nil, forwardAnswer{seq: 5, resp: &raftv1.ForwardResponse{Response: []byte("r"), AppliedIndex: 9}})
+	f.Add(p)
+	f.Add([]byte{0, 0})
+	f.Add([]byte{1, 2, 0x20, 1})
+	f.Fuzz(func(t *testing.T, p []byte) {
+		var as []forwardAnswer
+		if err := decodeForwardAnswers(p, func(a forwardAnswer) { as = append(as, a) }); err != nil {
+			return
+		}
+		var q []byte
+		for _, a := range as {
+			var err error
+			if q, err = appendForwardAnswer(q, a); err != nil {
+				t.Fatal(err)
+			}
+		}
+		i := 0
+		if err := decodeForwardAnswers(q, func(a forwardAnswer) {
+			if a.seq != as[i].seq || !proto.Equal(a.resp, as[i].resp) {
+				t.Fatalf("answer %d: %v, then %v", i, as[i], a)
+			}
+			i++
+		}); err != nil || i != len(as) {
+			t.Fatalf("re-encoded: %v, %d of %d answers", err, i, len(as))
+		}
+	})
+}
+
+// FuzzReadForwardFrame: any bytes read as frames without a panic, none
+// over the limit, each the bytes that followed its length (a uvarint, in
+// any of its forms).
+func FuzzReadForwardFrame(f *testing.F) {
+	f.Add(appendForwardFrame(nil, []byte("abc")))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		const limit = 64
+		r := bufio.NewReader(bytes.NewReader(in))
+		rest := in
+		for {
+			p, err := readForwardFrame(r, limit)
+			if err != nil {
+				return
+			}
+			if len(p) > limit {
+				t.Fatalf("a frame of %d bytes", len(p))
+			}
+			n, k := binary.Uvarint(rest) // not always the shortest form
+			if k <= 0 || n != uint64(len(p)) || !bytes.Equal(rest[k:k+len(p)], p) {
+				t.Fatalf("frame %x is not what followed its length", p)
+			}
+			rest = rest[k+len(p):]
+		}
+	})
+}
