@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/types"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"revd/internal/batchq"
@@ -67,7 +69,7 @@ type forwardStream struct {
 	broken bool
 
 	mu      sync.Mutex
-	conn    io.ReadWriteCloser // nil until connected
+	conn    io.ReadWriteCloser // set by run's goroutine, before it writes a frame
 	pending map[uint64]*forwardCall
 	next    uint64 // the sequence number of the next request written
 	failed  error  // set once: the stream is broken; unsent calls get it
@@ -115,7 +117,7 @@ func (st *forwardStream) run() {
 			}
 			// The frame's calls are pending now: a failure answers them.
 			calls = calls[n:]
-			if err := st.write(buf); err != nil {
+			if _, err := st.conn.Write(buf); err != nil {
 				st.fail(errLeaderUnreachable, rpctypes.ErrGRPCTimeoutDueToConnectionLost)
 				break
 			}
@@ -139,22 +141,29 @@ func liveCalls(calls []*forwardCall) []*forwardCall {
 	return live
 }
 
-// frame makes a frame of the first calls (up to forwardFrameBytes of
-// requests, one at least), records them as pending, and returns how many
-// it took; none if the stream is broken.
+// frame appends to buf a frame of the first calls (up to forwardFrameBytes
+// of requests, one at least), a ForwardBatch encoded in place: each request
+// is sized once and marshalled once, into the frame. It records them as
+// pending and returns how many it took; none if the stream is broken.
 func (st *forwardStream) frame(buf []byte, calls []*forwardCall) ([]byte, int) {
-	n, size := 1, proto.Size(calls[0].req)
+	n, size := 0, 0
 	for n < len(calls) {
-		sz := proto.Size(calls[n].req)
-		if size+sz > forwardFrameBytes {
+		sz := proto.Size(calls[n].req) // cached for MarshalAppend below
+		sz = protowire.SizeTag(forwardBatchRequests) + protowire.SizeBytes(sz)
+		if n > 0 && size+sz > forwardFrameBytes {
 			break
 		}
 		size += sz
 		n++
 	}
-	fb := &raftv1.ForwardBatch{Requests: make([]*raftv1.ForwardRequest, n)}
-	for i, c := range calls[:n] {
-		fb.Requests[i] = c.req
+	buf = binary.AppendUvarint(buf, uint64(size))
+	for _, c := range calls[:n] {
+		buf = protowire.AppendTag(buf, forwardBatchRequests, protowire.BytesType)
+		buf = protowire.AppendVarint(buf, uint64(proto.Size(c.req)))
+		var err error
+		if buf, err = (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(buf, c.req); err != nil {
+			panic(fmt.Sprintf("server: forwarded request: %v", err)) // its fields were marshalled already
+		}
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -165,24 +174,11 @@ func (st *forwardStream) frame(buf []byte, calls []*forwardCall) ([]byte, int) {
 		st.pending[st.next] = c
 		st.next++
 	}
-	body, err := proto.Marshal(fb)
-	if err != nil { // cannot happen for messages that were marshalled already
-		panic(fmt.Sprintf("server: forwarded requests: %v", err))
-	}
-	return appendForwardFrame(buf, body), n
+	return buf, n
 }
 
-// write writes a frame on the connection.
-func (st *forwardStream) write(frame []byte) error {
-	st.mu.Lock()
-	conn := st.conn
-	st.mu.Unlock()
-	if conn == nil {
-		return errLeaderUnreachable
-	}
-	_, err := conn.Write(frame)
-	return err
-}
+// forwardBatchRequests is ForwardBatch's field of requests.
+const forwardBatchRequests protowire.Number = 1
 
 // answerUnsent answers calls that were never written with the stream's
 // failure.

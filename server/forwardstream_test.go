@@ -360,3 +360,25 @@ func FuzzReadForwardFrame(f *testing.F) {
 		}
 	})
 }
+
+// TestForwardFrameIsForwardBatch: the frame a stream encodes in place is
+// the ForwardBatch proto.Marshal encodes, behind its length.
+func TestForwardFrameIsForwardBatch(t *testing.T) {
+	st := newForwardStream(nil, 1)
+	reqs := []*raftv1.ForwardRequest{forwardPut(t, "a", true), {Method: "LeaseGrant", Authenticated: true, User: "u", AuthRevision: 3}, {Method: "Compact", Internal: true}}
+	var calls []*forwardCall
+	for _, r := range reqs {
+		calls = append(calls, &forwardCall{ctx: ctx, req: r})
+	}
+	frame, n := st.frame([]byte("prefix"), calls)
+	if n != len(reqs) || len(st.pending) != n {
+		t.Fatalf("%d calls framed, %d pending", n, len(st.pending))
+	}
+	want, err := proto.Marshal(&raftv1.ForwardBatch{Requests: reqs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := frame[len("prefix"):]; !bytes.Equal(got, appendForwardFrame(nil, want)) {
+		t.Errorf("frame %x, want %x", got, appendForwardFrame(nil, want))
+	}
+}
