@@ -64,6 +64,8 @@ const (
 	dsReadWarm     = "dataset-read-warm-100x10"
 	figDSAnon      = "dataset-rss-anon"
 	figDSRSS       = "dataset-rss"
+	figDSAnonReads = "dataset-rss-anon-reads"
+	figDSRSSReads  = "dataset-rss-reads"
 	figDSRestart   = "dataset-restart"
 	figDSRangeTime = "dataset-range-time"
 	figDSRangePeak = "dataset-range-peak"
@@ -120,7 +122,7 @@ func (h *harness) datasetSteps() []step {
 			{fmt.Sprintf("put %d keys of %d bytes", ds.keys, ds.valSize), func(k string) func(context.Context) (string, error) {
 				return h.toolStep(k, load, rounds{n: 1}, 0)
 			}},
-			{"resident memory", h.datasetMemoryStep},
+			{"resident memory", h.datasetMemoryStep(figDSAnon, figDSRSS, "data set")},
 			// Before the overwrites, which add keys: the tool writes a
 			// random key's varint into the buffer of the one before, and
 			// a shorter one keeps some of its bytes.
@@ -132,6 +134,9 @@ func (h *harness) datasetSteps() []step {
 			}},
 			{"random reads, cold cache", func(k string) func(context.Context) (string, error) { return h.readStep(k, dsReadCold) }},
 			{"random reads, warm cache", func(k string) func(context.Context) (string, error) { return h.readStep(k, dsReadWarm) }},
+			// The reads fill the block cache and leave the collector's
+			// garbage: what a server holds once it has served some.
+			{"resident memory after the reads", h.datasetMemoryStep(figDSAnonReads, figDSRSSReads, "data set after the random reads")},
 		})...)
 	}
 	if h.selected("small-keys") {
@@ -189,11 +194,18 @@ func (h *harness) addReadRow(id, name, command string) {
 	}
 }
 
-// datasetMemoryStep records the server's resident memory with the data set
-// loaded: anonymous (the heap, caches of its own) and in all.
-func (h *harness) datasetMemoryStep(kind string) func(context.Context) (string, error) {
-	anon := h.figure(figDSAnon, "data set: RssAnon", report.Bytes, false)
-	rss := h.figure(figDSRSS, "data set: VmRSS", report.Bytes, false)
+// datasetMemoryStep returns the step that records the server's resident
+// memory as figures anonID and rssID (named after what: "data set" once it
+// is loaded): anonymous (the heap, caches of its own) and in all.
+func (h *harness) datasetMemoryStep(anonID, rssID, what string) func(kind string) func(context.Context) (string, error) {
+	return func(kind string) func(context.Context) (string, error) {
+		return h.residentStep(kind, anonID, rssID, what)
+	}
+}
+
+func (h *harness) residentStep(kind, anonID, rssID, what string) func(context.Context) (string, error) {
+	anon := h.figure(anonID, what+": RssAnon", report.Bytes, false)
+	rss := h.figure(rssID, what+": VmRSS", report.Bytes, false)
 	return func(ctx context.Context) (string, error) {
 		srv, err := h.server(kind)
 		if err != nil {
