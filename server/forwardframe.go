@@ -56,6 +56,9 @@ func appendForwardFrame(dst, payload []byte) []byte {
 type forwardAnswer struct {
 	seq  uint64
 	resp *raftv1.ForwardResponse
+	// cost is what the leader counts against the stream's budget until
+	// the answer is written: its request's size and its own (not sent).
+	cost int
 }
 
 // appendForwardAnswer appends a's encoding to an answers frame's payload.

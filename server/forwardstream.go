@@ -47,10 +47,20 @@ const (
 	// forwardFrameBytes bounds a frame's requests, or its answers (a frame
 	// holds at least one, whatever its size).
 	forwardFrameBytes = 4 << 20
-	// forwardStreamBytes bounds the requests the leader runs at once for
-	// one stream, by their size (at least one runs): beyond it, it reads no
-	// more of the stream until some end.
+	// forwardStreamBytes bounds what the leader holds for one stream: the
+	// requests it runs and the answers it has not written yet, by their
+	// size (at least one runs). Beyond it, it reads no more of the stream
+	// until answers are written: a peer that does not read its answers
+	// stops being served, and holds no more than this.
 	forwardStreamBytes = 16 << 20
+	// forwardStreamRequests bounds the requests the leader runs, or holds
+	// the answers of, for one stream, however small they are: requests are
+	// read faster than they run, so the answers of those read in one burst
+	// are counted only once they exist, and each runs on a goroutine (16
+	// MiB of 20-byte requests waiting on a lost quorum would be 800,000 of
+	// them). A follower's clients with more writes in flight than this wait
+	// their turn in its queue.
+	forwardStreamRequests = 1024
 )
 
 // forwardFrameLimit bounds a frame as read: a full frame and one request
@@ -364,8 +374,8 @@ func (s *Server) serveForwardStream(conn net.Conn, r *bufio.Reader) {
 	}()
 	answers := batchq.New[forwardAnswer]()
 	defer answers.Close()
-	go s.writeForwardAnswers(conn, answers, cancel)
-	budget := newByteBudget(forwardStreamBytes)
+	held := newStreamHold()
+	go s.writeForwardAnswers(conn, answers, held, cancel)
 	limit := forwardFrameLimit(s)
 	var seq uint64
 	for {
@@ -379,14 +389,18 @@ func (s *Server) serveForwardStream(conn net.Conn, r *bufio.Reader) {
 		}
 		for _, fr := range fb.Requests {
 			size := proto.Size(fr)
-			if !budget.take(ctx, size) {
+			if !held.take(ctx, size) {
 				return
 			}
 			n := seq
 			seq++
 			s.fwd.run(func() {
-				defer budget.give(size)
-				answers.Push(forwardAnswer{seq: n, resp: s.runForwardedChecked(ctx, fr)})
+				resp := s.runForwardedChecked(ctx, fr)
+				// The answer exists: it counts until written, and the
+				// next requests wait for room.
+				answerSize := proto.Size(resp)
+				held.add(answerSize)
+				answers.Push(forwardAnswer{seq: n, resp: resp, cost: size + answerSize})
 			})
 		}
 	}
@@ -405,7 +419,7 @@ func (s *Server) runForwardedChecked(ctx context.Context, fr *raftv1.ForwardRequ
 // writeForwardAnswers writes the answers as they come, those queued
 // together in one frame (up to forwardFrameBytes, one at least), until the
 // queue closes and is drained or a write fails; then it ends the stream.
-func (s *Server) writeForwardAnswers(conn net.Conn, answers *batchq.Queue[forwardAnswer], cancel func()) {
+func (s *Server) writeForwardAnswers(conn net.Conn, answers *batchq.Queue[forwardAnswer], held *streamHold, cancel func()) {
 	defer cancel()
 	var as []forwardAnswer
 	var payload, frame []byte
@@ -439,51 +453,69 @@ func (s *Server) writeForwardAnswers(conn net.Conn, answers *batchq.Queue[forwar
 			if _, err := conn.Write(frame); err != nil {
 				return
 			}
+			cost := 0
+			for _, a := range as[:n] {
+				cost += a.cost
+			}
+			held.release(n, cost)
 			as = as[n:]
 		}
 	}
 }
 
-// byteBudget bounds the bytes of what runs at once; one thing runs whatever
-// its size.
-type byteBudget struct {
-	mu   sync.Mutex
-	cond sync.Cond
-	left int
-	max  int
+// streamHold counts what the leader holds for one stream, the requests
+// it runs and the answers it has not written, in bytes and in number,
+// within forwardStreamBytes and forwardStreamRequests (one request is
+// taken whatever its size).
+type streamHold struct {
+	mu       sync.Mutex
+	cond     sync.Cond
+	bytes    int // held
+	requests int // held
 }
 
-func newByteBudget(max int) *byteBudget {
-	b := &byteBudget{left: max, max: max}
-	b.cond.L = &b.mu
-	return b
+func newStreamHold() *streamHold {
+	h := &streamHold{}
+	h.cond.L = &h.mu
+	return h
 }
 
-// take waits until n bytes are left, or nothing runs, and takes them; false
-// if ctx ended first.
-func (b *byteBudget) take(ctx context.Context, n int) bool {
+// take waits until there is room for a request of n bytes (or nothing is
+// held) and takes it; false if ctx ended first.
+func (h *streamHold) take(ctx context.Context, n int) bool {
 	stop := context.AfterFunc(ctx, func() {
-		b.mu.Lock()
-		b.cond.Broadcast()
-		b.mu.Unlock()
+		h.mu.Lock()
+		h.cond.Broadcast()
+		h.mu.Unlock()
 	})
 	defer stop()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for b.left < n && b.left < b.max && ctx.Err() == nil {
-		b.cond.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for h.requests > 0 && (h.bytes+n > forwardStreamBytes || h.requests >= forwardStreamRequests) && ctx.Err() == nil {
+		h.cond.Wait()
 	}
 	if ctx.Err() != nil {
 		return false
 	}
-	b.left -= n
+	h.bytes += n
+	h.requests++
 	return true
 }
 
-// give returns n bytes taken.
-func (b *byteBudget) give(n int) {
-	b.mu.Lock()
-	b.left += n
-	b.mu.Unlock()
-	b.cond.Broadcast()
+// add counts n more bytes for a request taken (its answer), without
+// waiting: they are held already.
+func (h *streamHold) add(n int) {
+	h.mu.Lock()
+	h.bytes += n
+	h.mu.Unlock()
+}
+
+// release ends requests taken (their answers written), whose requests and
+// answers were n bytes in all.
+func (h *streamHold) release(requests, n int) {
+	h.mu.Lock()
+	h.bytes -= n
+	h.requests -= requests
+	h.mu.Unlock()
+	h.cond.Broadcast()
 }

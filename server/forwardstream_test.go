@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -380,5 +381,87 @@ func TestForwardFrameIsForwardBatch(t *testing.T) {
 	}
 	if got := frame[len("prefix"):]; !bytes.Equal(got, appendForwardFrame(nil, want)) {
 		t.Errorf("frame %x, want %x", got, appendForwardFrame(nil, want))
+	}
+}
+
+// TestForwardStreamUnreadAnswers: a peer that sends requests and never
+// reads the answers holds the leader to a bounded amount of them (the
+// stream's budget counts an answer until it is written), however much it
+// sends; once it reads, every request is answered.
+func TestForwardStreamUnreadAnswers(t *testing.T) {
+	s, hs := peerServer(t)
+	ctx := context.Background()
+	const valueBytes = 64 << 10
+	big := bytes.Repeat([]byte{'v'}, valueBytes)
+	if _, err := s.Put(ctx, &pb.PutRequest{Key: []byte("big"), Value: big}); err != nil {
+		t.Fatal(err)
+	}
+	code, conn, br := openForwardStream(t, hs, http.MethodGet, s.meta.ClusterID, s.meta.MemberID, forwardStreamProto)
+	if code != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: status %d", code)
+	}
+	// Each request is a Txn that writes a byte and reads big: an answer of
+	// 64 KiB for a request of some 20 bytes; 3,000 of them would be 190
+	// MiB of answers.
+	body, err := proto.Marshal(&pb.TxnRequest{Success: []*pb.RequestOp{
+		{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("n"), Value: []byte("x")}}},
+		{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: []byte("big")}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sent = 3 * forwardStreamRequests
+	reqs := make([]*raftv1.ForwardRequest, 0, sent)
+	for range sent {
+		reqs = append(reqs, &raftv1.ForwardRequest{Method: "Txn", Request: body})
+	}
+	frame, err := proto.Marshal(&raftv1.ForwardBatch{Requests: reqs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = conn.Write(appendForwardFrame(nil, frame)) }()
+
+	revision := func() int64 {
+		r, err := s.Range(ctx, &pb.RangeRequest{Key: []byte("n"), Serializable: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Header.Revision
+	}
+	start := revision()
+	// Wait until the leader stops running the stream's requests.
+	last, still := start, 0
+	for still < 10 {
+		time.Sleep(100 * time.Millisecond)
+		if r := revision(); r != last {
+			last, still = r, 0
+		} else {
+			still++
+		}
+	}
+	ran := last - start
+	t.Logf("%d of %d requests ran before the leader stopped reading", ran, sent)
+	// What the leader holds (forwardStreamRequests, the first burst's,
+	// then forwardStreamBytes) and the connection's socket buffers (some
+	// MiB) let fewer than two thirds run.
+	if ran >= 2*forwardStreamRequests {
+		t.Fatalf("%d of %d requests ran with no answer read: the answers waiting to be written are not bounded", ran, sent)
+	}
+
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	got := 0
+	for got < sent {
+		p, err := readForwardFrame(br, forwardFrameLimit(s))
+		if err != nil {
+			t.Fatalf("after %d answers: %v", got, err)
+		}
+		if err := decodeForwardAnswers(p, func(a forwardAnswer) {
+			if a.resp.Code != 0 || len(a.resp.Response) < valueBytes {
+				t.Errorf("answer %d: code %d, %d bytes", a.seq, a.resp.Code, len(a.resp.Response))
+			}
+			got++
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
