@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -55,6 +56,10 @@ type forwarder struct {
 	mu      sync.Mutex
 	streams map[uint64]*forwardStream // by leader; a broken one is replaced
 	closed  bool
+	// served are the streams this member serves as the leader, by the
+	// member forwarding on each: one each, a new one closes the one before
+	// (servedStream).
+	served map[uint64]net.Conn
 
 	work        chan func() // to an idle worker
 	startWorker sync.Once
@@ -62,8 +67,31 @@ type forwarder struct {
 }
 
 func newForwarder(s *Server) *forwarder {
-	return &forwarder{s: s, streams: map[uint64]*forwardStream{},
+	return &forwarder{s: s, streams: map[uint64]*forwardStream{}, served: map[uint64]net.Conn{},
 		work: make(chan func()), stop: make(chan struct{})}
+}
+
+// servedStream records conn as the stream member from forwards on, and
+// closes the one it forwarded on before: a member opens a stream only once
+// it found the one before broken, which this end may not know yet (a
+// follower restarted, a connection lost without a reset), and whoever
+// claims to be a member holds one stream here, not one per connection.
+// The returned func forgets conn, when it ends.
+func (f *forwarder) servedStream(from uint64, conn net.Conn) (forget func()) {
+	f.mu.Lock()
+	prev := f.served[from]
+	f.served[from] = conn
+	f.mu.Unlock()
+	if prev != nil {
+		prev.Close()
+	}
+	return func() {
+		f.mu.Lock()
+		if f.served[from] == conn {
+			delete(f.served, from)
+		}
+		f.mu.Unlock()
+	}
 }
 
 // run runs f on an idle worker, or on a goroutine of its own if none is.

@@ -327,7 +327,11 @@ func (st *forwardStream) fail(unsent, sent error) {
 // its caller (their writes share group commits) and answers each as it
 // ends.
 func (s *Server) serveForward(w http.ResponseWriter, r *http.Request) {
-	if !allowMethod(w, r, http.MethodGet) || !s.fromPeer(w, r) {
+	if !allowMethod(w, r, http.MethodGet) {
+		return
+	}
+	from, ok := s.peerFrom(w, r)
+	if !ok {
 		return
 	}
 	if !strings.EqualFold(r.Header.Get("Upgrade"), forwardStreamProto) {
@@ -348,6 +352,7 @@ func (s *Server) serveForward(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
+	defer s.fwd.servedStream(from, conn)()
 	_ = conn.SetDeadline(time.Time{}) // the server's header timeout
 	if _, err := brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + forwardStreamProto + "\r\n\r\n"); err != nil {
 		conn.Close()

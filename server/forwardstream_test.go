@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -463,5 +464,46 @@ func TestForwardStreamUnreadAnswers(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestForwardStreamOnePerMember: a member's new stream closes the one it
+// opened before (which it would open only once it found that one broken),
+// so that a member, or whoever claims to be one, holds one stream on the
+// leader; the new one serves.
+func TestForwardStreamOnePerMember(t *testing.T) {
+	s, hs := peerServer(t)
+	code, first, firstR := openForwardStream(t, hs, http.MethodGet, s.meta.ClusterID, s.meta.MemberID, forwardStreamProto)
+	if code != http.StatusSwitchingProtocols {
+		t.Fatalf("first upgrade: status %d", code)
+	}
+	code, second, secondR := openForwardStream(t, hs, http.MethodGet, s.meta.ClusterID, s.meta.MemberID, forwardStreamProto)
+	if code != http.StatusSwitchingProtocols {
+		t.Fatalf("second upgrade: status %d", code)
+	}
+	_ = first.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := firstR.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the first stream is still open after the member opened a second: %v", err)
+	}
+	body, err := proto.Marshal(&raftv1.ForwardBatch{Requests: []*raftv1.ForwardRequest{forwardPut(t, "a", false)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := second.Write(appendForwardFrame(nil, body)); err != nil {
+		t.Fatal(err)
+	}
+	_ = second.SetReadDeadline(time.Now().Add(10 * time.Second))
+	p, err := readForwardFrame(secondR, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	if err := decodeForwardAnswers(p, func(a forwardAnswer) {
+		n++
+		if a.seq != 0 || a.resp.Code != 0 {
+			t.Errorf("answer %d: %v", a.seq, a.resp)
+		}
+	}); err != nil || n != 1 {
+		t.Fatalf("%d answers, %v", n, err)
 	}
 }

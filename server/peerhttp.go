@@ -26,14 +26,21 @@ func allowMethod(w http.ResponseWriter, r *http.Request, method string) bool {
 // cluster (rafthttp's headers: the cluster's id and a member's); it
 // answers any other itself, 412 (etcd's for another cluster) or 403.
 func (s *Server) fromPeer(w http.ResponseWriter, r *http.Request) bool {
+	_, ok := s.peerFrom(w, r)
+	return ok
+}
+
+// peerFrom is fromPeer, also returning the member the request says it
+// comes from.
+func (s *Server) peerFrom(w http.ResponseWriter, r *http.Request) (uint64, bool) {
 	if r.Header.Get(headerClusterID) != types.ID(s.meta.ClusterID).String() {
 		http.Error(w, rafthttp.ErrClusterIDMismatch.Error(), http.StatusPreconditionFailed)
-		return false
+		return 0, false
 	}
 	from, err := strconv.ParseUint(r.Header.Get(headerFrom), 16, 64)
 	if err != nil || !s.cluster.has(from) {
 		http.Error(w, "not a member of this cluster", http.StatusForbidden)
-		return false
+		return 0, false
 	}
-	return true
+	return from, true
 }
