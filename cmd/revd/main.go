@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	"revd/actors/raftnode"
+	"revd/internal/idlegc"
 	"revd/journal"
 	"revd/server"
 )
@@ -73,6 +74,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// Once idle, the garbage of the last busy spell goes back to the
+	// operating system (internal/idlegc).
+	idlegc.Start(ctx, idlegc.Options{}, nil)
 	if err := serve(ctx, cfg, log); err != nil {
 		switch {
 		case errors.Is(err, journal.ErrLocked):
