@@ -3,6 +3,7 @@ package idlegc
 import (
 	"context"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 )
@@ -34,18 +35,6 @@ func cumulative(perSecond ...uint64) []uint64 {
 	return out
 }
 
-func equal(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func TestPolicy(t *testing.T) {
 	busy, quiet := uint64(100*mib), uint64(100<<10)
 	for _, c := range []struct {
@@ -68,7 +57,7 @@ func TestPolicy(t *testing.T) {
 		// A spell of 10 MiB only (under MinGarbage) after the first.
 		{"not again for a little work", cumulative(busy, quiet, quiet, quiet, quiet, 10*mib, quiet, quiet, quiet, quiet), 300 * mib, 150 * mib, []int{3}},
 	} {
-		if got := run(NewPolicy(Options{}), c.perSecond, c.heap, c.live); !equal(got, c.want) {
+		if got := run(NewPolicy(Options{}), c.perSecond, c.heap, c.live); !slices.Equal(got, c.want) {
 			t.Errorf("%s: collected at seconds %v, want %v", c.name, got, c.want)
 		}
 	}
