@@ -379,7 +379,7 @@ func (s *Server) serveForwardStream(conn net.Conn, r *bufio.Reader) {
 	}()
 	answers := batchq.New[forwardAnswer]()
 	defer answers.Close()
-	held := newStreamHold()
+	held := newStreamHold(ctx)
 	go s.writeForwardAnswers(conn, answers, held, cancel)
 	limit := forwardFrameLimit(s)
 	var seq uint64
@@ -394,7 +394,7 @@ func (s *Server) serveForwardStream(conn net.Conn, r *bufio.Reader) {
 		}
 		for _, fr := range fb.Requests {
 			size := proto.Size(fr)
-			if !held.take(ctx, size) {
+			if !held.take(size) {
 				return
 			}
 			n := seq
@@ -473,27 +473,32 @@ func (s *Server) writeForwardAnswers(conn net.Conn, answers *batchq.Queue[forwar
 // within forwardStreamBytes and forwardStreamRequests (one request is
 // taken whatever its size).
 type streamHold struct {
+	ctx      context.Context // the stream's
 	mu       sync.Mutex
 	cond     sync.Cond
 	bytes    int // held
 	requests int // held
 }
 
-func newStreamHold() *streamHold {
-	h := &streamHold{}
+// newStreamHold returns the hold of the stream whose context is ctx: once
+// ctx ends, take waits no more.
+func newStreamHold(ctx context.Context) *streamHold {
+	h := &streamHold{ctx: ctx}
 	h.cond.L = &h.mu
-	return h
-}
-
-// take waits until there is room for a request of n bytes (or nothing is
-// held) and takes it; false if ctx ended first.
-func (h *streamHold) take(ctx context.Context, n int) bool {
-	stop := context.AfterFunc(ctx, func() {
+	// Once for the stream, not at every take: the stream's requests all
+	// wait on its one context.
+	context.AfterFunc(ctx, func() {
 		h.mu.Lock()
 		h.cond.Broadcast()
 		h.mu.Unlock()
 	})
-	defer stop()
+	return h
+}
+
+// take waits until there is room for a request of n bytes (or nothing is
+// held) and takes it; false if the stream's context ended first.
+func (h *streamHold) take(n int) bool {
+	ctx := h.ctx
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for h.requests > 0 && (h.bytes+n > forwardStreamBytes || h.requests >= forwardStreamRequests) && ctx.Err() == nil {
