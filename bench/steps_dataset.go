@@ -199,33 +199,31 @@ func (h *harness) addReadRow(id, name, command string) {
 // is loaded): anonymous (the heap, caches of its own) and in all.
 func (h *harness) datasetMemoryStep(anonID, rssID, what string) func(kind string) func(context.Context) (string, error) {
 	return func(kind string) func(context.Context) (string, error) {
-		return h.residentStep(kind, anonID, rssID, what)
-	}
-}
-
-func (h *harness) residentStep(kind, anonID, rssID, what string) func(context.Context) (string, error) {
-	anon := h.figure(anonID, what+": RssAnon", report.Bytes, false)
-	rss := h.figure(rssID, what+": VmRSS", report.Bytes, false)
-	return func(ctx context.Context) (string, error) {
-		srv, err := h.server(kind)
-		if err != nil {
-			return "", err
+		// Registered as the steps are (pairs), so that the report lists
+		// the figures in the order measured.
+		anon := h.figure(anonID, what+": RssAnon", report.Bytes, false)
+		rss := h.figure(rssID, what+": VmRSS", report.Bytes, false)
+		return func(ctx context.Context) (string, error) {
+			srv, err := h.server(kind)
+			if err != nil {
+				return "", err
+			}
+			// Let the load's garbage and flushes settle.
+			select {
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-time.After(5 * time.Second):
+			}
+			m, err := srv.Memory()
+			if err != nil {
+				*anon.value(kind) = report.Value{Status: report.Failed, Err: err.Error()}
+				*rss.value(kind) = report.Value{Status: report.Failed, Err: err.Error()}
+				return "", err
+			}
+			*anon.value(kind) = report.Val(float64(m.Anon))
+			*rss.value(kind) = report.Val(float64(m.RSS))
+			return fmt.Sprintf("VmRSS %d MiB: RssAnon %d MiB, RssFile %d MiB", m.RSS>>20, m.Anon>>20, m.File>>20), nil
 		}
-		// Let the load's garbage and flushes settle.
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(5 * time.Second):
-		}
-		m, err := srv.Memory()
-		if err != nil {
-			*anon.value(kind) = report.Value{Status: report.Failed, Err: err.Error()}
-			*rss.value(kind) = report.Value{Status: report.Failed, Err: err.Error()}
-			return "", err
-		}
-		*anon.value(kind) = report.Val(float64(m.Anon))
-		*rss.value(kind) = report.Val(float64(m.RSS))
-		return fmt.Sprintf("VmRSS %d MiB: RssAnon %d MiB, RssFile %d MiB", m.RSS>>20, m.Anon>>20, m.File>>20), nil
 	}
 }
 
