@@ -257,10 +257,15 @@ func (w *writer) answer() {
 
 // recycle hands an answered flight's slice back to the proposer, whole
 // (refused commands left out of the flight are past its length), if it has
-// room for it; the queue clears it before use.
+// room for it. It clears the slice first, not when the proposer takes it
+// again: a spare slice would otherwise hold its commands' requests and
+// events (their values: a batch of large puts, many MiB) for as long as
+// the server stays idle.
 func (w *writer) recycle(items []pending) {
+	items = items[:cap(items)]
+	clear(items)
 	select {
-	case w.spare <- items[:cap(items)]:
+	case w.spare <- items:
 	default:
 	}
 }
