@@ -243,3 +243,23 @@ func TestRefusedAppendRefusesLaterDecisions(t *testing.T) {
 		t.Fatalf("%d batches appended, want 1", n)
 	}
 }
+
+// TestAnsweredSlicesHoldNothing: once a batch is answered, the slice the
+// writer keeps for the next one holds none of its commands (their
+// requests and events, values included), however long the server then
+// stays idle.
+func TestAnsweredSlicesHoldNothing(t *testing.T) {
+	p := newPipeline(t, Options{MaxInFlight: 2})
+	p.send("a")
+	recv(t, p.log.taken)
+	p.log.settle(0, nil)
+	if o := recv(t, p.replies); o.Err != nil {
+		t.Fatal(o.Err)
+	}
+	items := recv(t, p.a.w.spare)
+	for i, it := range items {
+		if it.reply != nil || it.out.Resp != nil || it.out.Events != nil {
+			t.Fatalf("spare slice item %d still holds a command: %+v", i, it.out)
+		}
+	}
+}
