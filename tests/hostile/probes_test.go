@@ -153,6 +153,62 @@ func TestOversizeFrames(t *testing.T) {
 	})
 }
 
+// TestContinuationFlood: the CONTINUATION flood (2024): a call whose
+// header block never ends, CONTINUATION frame after CONTINUATION frame of
+// 16 KiB of header fields, on four connections, each opened again when the
+// server ends it. A server that reads and drops the headers past its
+// limit without ending the connection spends its CPU on the flood for as
+// long as the client likes; each connection must be cut.
+func TestContinuationFlood(t *testing.T) {
+	run(t, probe{
+		budgetMiB: 48,
+		attack: func(t *testing.T, p *testutil.Proc, stop <-chan struct{}) {
+			frag := h2raw.HeaderFields(16 << 10)
+			var mu sync.Mutex
+			var cut int
+			var sentToCut int64
+			connLoop(p, 4, stop, nil, func(c *h2raw.Conn) error {
+				ended := c.Discard()
+				if err := c.OpenUnended(1, methodRange); err != nil {
+					return err
+				}
+				var sent int64
+				for !stopped(stop) {
+					err := c.Continue(1, false, frag)
+					if err == nil {
+						sent += int64(len(frag))
+						select {
+						case <-ended:
+						default:
+							continue
+						}
+					}
+					// The server ended the connection (a write fails once
+					// it is closed; the reader sees it first, or soon).
+					select {
+					case <-ended:
+						mu.Lock()
+						cut++
+						sentToCut += sent
+						mu.Unlock()
+					case <-stop:
+					}
+					return err
+				}
+				return nil
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			if cut < 4 {
+				t.Errorf("the server ended %d flooding connections, want at least one per connection (4)", cut)
+				return
+			}
+			t.Logf("%d flooding connections ended by the server, after %.1f MiB of header block each on average (some of it still in the sockets' buffers)",
+				cut, float64(sentToCut)/float64(cut)/(1<<20))
+		},
+	})
+}
+
 // TestHugeLengthPrefix: calls (Put and Watch) whose message announces
 // 0xFFFFFFFF bytes, each followed by 1 MiB of it, in a loop on four
 // connections.

@@ -85,15 +85,41 @@ func (c *Conn) do(write func() error) error {
 
 // Open sends the HEADERS of a gRPC call of method (a full path,
 // "/etcdserverpb.KV/Range") on stream id.
-func (c *Conn) Open(id uint32, method string) error {
+func (c *Conn) Open(id uint32, method string) error { return c.open(id, method, true) }
+
+// OpenUnended sends the HEADERS of a gRPC call of method on stream id
+// without END_HEADERS: the call's header block goes on in the CONTINUATION
+// frames Continue sends.
+func (c *Conn) OpenUnended(id uint32, method string) error { return c.open(id, method, false) }
+
+func (c *Conn) open(id uint32, method string, end bool) error {
 	return c.do(func() error {
 		c.hb.Reset()
 		for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", method},
 			{":authority", "x"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
 			c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 		}
-		return c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hb.Bytes(), EndHeaders: true})
+		return c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hb.Bytes(), EndHeaders: end})
 	})
+}
+
+// Continue sends a CONTINUATION frame of stream id's header block holding
+// fragment; end ends the block.
+func (c *Conn) Continue(id uint32, end bool, fragment []byte) error {
+	return c.do(func() error { return c.fr.WriteContinuation(id, end, fragment) })
+}
+
+// HeaderFields returns a header block fragment of about n bytes: header
+// fields of 1 KiB values, encoded never-indexed (the decoder's table does
+// not change, so the fragment may be sent any number of times).
+func HeaderFields(n int) []byte {
+	var b bytes.Buffer
+	enc := hpack.NewEncoder(&b)
+	value := string(bytes.Repeat([]byte{'v'}, 1<<10))
+	for b.Len() < n-(1<<10) {
+		enc.WriteField(hpack.HeaderField{Name: "x-flood", Value: value, Sensitive: true})
+	}
+	return b.Bytes()
 }
 
 // Message returns m in gRPC's framing (uncompressed).
