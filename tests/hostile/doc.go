@@ -3,9 +3,11 @@
 // a stream sending past its flow-control window, rapid reset (HEADERS and
 // RST_STREAM in a loop), DATA frames far over the frame size limit, a gRPC
 // length prefix of 0xFFFFFFFF, a header block that never ends
-// (CONTINUATION frames in a loop: each connection must be cut), a client
-// that never reads with huge windows, thousands of idle connections that never send a preface, and
-// stalled watchers while large values are written; and h2spec, the HTTP/2
+// (CONTINUATION frames in a loop: each connection must be cut), PING and
+// SETTINGS frames in a loop from a client that never reads, a client
+// that never reads with huge windows, thousands of idle connections that
+// never send a preface, and stalled watchers while large values are
+// written; and h2spec, the HTTP/2
 // conformance tester, against revd and etcd 3.7.3 side by side (TestH2spec:
 // revd passes every case etcd passes).
 //

@@ -209,6 +209,45 @@ func TestContinuationFlood(t *testing.T) {
 	})
 }
 
+// TestControlFrameFlood: PING and SETTINGS frames in a loop, each of which
+// the server must answer, from clients that never read the answers, on
+// four connections, each opened again when the server ends it: the answers
+// the server queues for a client must stay bounded.
+func TestControlFrameFlood(t *testing.T) {
+	run(t, probe{
+		budgetMiB: 48,
+		attack: func(t *testing.T, p *testutil.Proc, stop <-chan struct{}) {
+			var mu sync.Mutex
+			var ended, frames int
+			connLoop(p, 4, stop, nil, func(c *h2raw.Conn) error {
+				n := 0
+				defer func() {
+					mu.Lock()
+					frames += n
+					mu.Unlock()
+				}()
+				for !stopped(stop) {
+					err := c.Ping()
+					if err == nil {
+						err = c.Settings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
+					}
+					if err != nil {
+						if !stopped(stop) {
+							mu.Lock()
+							ended++
+							mu.Unlock()
+						}
+						return err
+					}
+					n += 2
+				}
+				return nil
+			})
+			t.Logf("%d control frames sent; the server ended %d connections", frames, ended)
+		},
+	})
+}
+
 // TestHugeLengthPrefix: calls (Put and Watch) whose message announces
 // 0xFFFFFFFF bytes, each followed by 1 MiB of it, in a loop on four
 // connections.

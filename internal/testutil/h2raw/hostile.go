@@ -256,6 +256,12 @@ func (c *Conn) Ping() error {
 	return c.do(func() error { return c.fr.WritePing(false, [8]byte{'h', '2', 'r', 'a', 'w'}) })
 }
 
+// Settings sends a SETTINGS frame with settings (which the server must
+// acknowledge).
+func (c *Conn) Settings(settings ...http2.Setting) error {
+	return c.do(func() error { return c.fr.WriteSettings(settings...) })
+}
+
 // Pong receives for each PING ACK Discard reads (one is kept until taken).
 func (c *Conn) Pong() <-chan struct{} { return c.pong }
 
