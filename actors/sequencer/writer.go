@@ -136,12 +136,14 @@ func (w *writer) run() {
 		w.slots <- struct{}{} // freed by the answerer, or below
 		// A flight keeps its slice until it is answered; the queue takes
 		// an answered one again, so that a batch's slice is seldom grown.
+		// recycle cleared it: the queue is handed it empty, with nothing
+		// left to clear.
 		var done []pending
 		select {
 		case done = <-w.spare:
 		default:
 		}
-		items, ok := w.q.TakeAll(done)
+		items, ok := w.q.TakeAll(done[:0])
 		if !ok {
 			return
 		}
