@@ -92,15 +92,19 @@ func newForwardStream(f *forwarder, lead uint64) *forwardStream {
 // run connects, then writes the queued calls until the stream breaks, and
 // answers what is queued after with the stream's failure.
 func (st *forwardStream) run() {
-	var calls []*forwardCall
+	var taken, calls []*forwardCall
 	var buf []byte
 	connected := false
 	for {
+		// The queue clears the slice it took last, whole (calls only
+		// pointed at what was left of it, or at a larger copy): an idle
+		// stream holds no request.
 		var ok bool
-		calls, ok = st.q.TakeAll(calls)
+		taken, ok = st.q.TakeAll(taken[:cap(taken)])
 		if !ok {
 			return
 		}
+		calls = taken
 		// Let the callers already running queue theirs in this frame too
 		// (see writeForwardAnswers).
 		runtime.Gosched()
@@ -426,14 +430,17 @@ func (s *Server) runForwardedChecked(ctx context.Context, fr *raftv1.ForwardRequ
 // queue closes and is drained or a write fails; then it ends the stream.
 func (s *Server) writeForwardAnswers(conn net.Conn, answers *batchq.Queue[forwardAnswer], held *streamHold, cancel func()) {
 	defer cancel()
-	var as []forwardAnswer
+	var taken, as []forwardAnswer
 	var payload, frame []byte
 	for {
+		// As in forwardStream.run: the queue clears the whole slice it
+		// took last, so that an idle stream holds no answer.
 		var ok bool
-		as, ok = answers.TakeAll(as)
+		taken, ok = answers.TakeAll(taken[:cap(taken)])
 		if !ok {
 			return
 		}
+		as = taken
 		// The requests of one group commit end together, their goroutines
 		// woken one after the other: let those already woken queue their
 		// answers before this frame is made, rather than a frame each.

@@ -6,13 +6,16 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,22 +189,7 @@ func TestForwardStreamMalformedFrames(t *testing.T) {
 // stream (here to itself, through its peer URL), concurrent calls sharing
 // frames, each answered with its own response.
 func TestForwardStreamCalls(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + ln.Addr().String()
-	s, err := New(Options{DataDir: t.TempDir(), Cluster: ClusterOptions{PeerURLs: []string{url}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	hs := httptest.NewUnstartedServer(s.PeerHandler())
-	hs.Listener.Close()
-	hs.Listener = ln
-	hs.Start()
-	t.Cleanup(hs.Close)
-
+	s := selfForwarding(t)
 	const calls = 64
 	var wg sync.WaitGroup
 	results := make([]forwardResult, calls)
@@ -236,6 +224,59 @@ func TestForwardStreamCalls(t *testing.T) {
 	if r := s.fwd.call(ctx, s.meta.MemberID, &raftv1.ForwardRequest{Method: "Nope"}); r.err != nil || codes.Code(r.resp.Code) != codes.Unavailable {
 		t.Errorf("unknown method: %v %v", r.err, r.resp)
 	}
+}
+
+// selfForwarding is a one-member server whose peer port serves, so that
+// it can forward calls to itself (s.fwd.call with its own ID).
+func selfForwarding(t *testing.T) *Server {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	s, err := New(Options{DataDir: t.TempDir(), Cluster: ClusterOptions{PeerURLs: []string{url}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	hs := httptest.NewUnstartedServer(s.PeerHandler())
+	hs.Listener.Close()
+	hs.Listener = ln
+	hs.Start()
+	t.Cleanup(hs.Close)
+	return s
+}
+
+// TestForwardStreamHoldsNothingIdle: once its calls are answered, an idle
+// forwarding stream holds none of their requests (the writer's slice of
+// the last batch is cleared, not merely emptied by reslicing): a follower
+// that forwarded a batch of large puts does not keep their values.
+func TestForwardStreamHoldsNothingIdle(t *testing.T) {
+	s := selfForwarding(t)
+	const calls = 64
+	var collected atomic.Int32
+	var wg sync.WaitGroup
+	for i := range calls {
+		req := forwardPut(t, fmt.Sprintf("k%d", i), false)
+		runtime.AddCleanup(req, func(int) { collected.Add(1) }, 0)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r := s.fwd.call(ctx, s.meta.MemberID, req); r.err != nil || r.resp.Code != 0 {
+				t.Errorf("call: %v %v", r.err, r.resp)
+			}
+		}()
+	}
+	wg.Wait()
+	for range 100 {
+		if collected.Load() == calls {
+			return
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%d of %d forwarded requests collected once answered; the idle stream holds the rest", collected.Load(), calls)
 }
 
 // TestForwardStreamLeaderGone: with nothing listening at the leader's peer
