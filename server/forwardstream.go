@@ -96,11 +96,11 @@ func (st *forwardStream) run() {
 	var buf []byte
 	connected := false
 	for {
-		// The queue clears the slice it took last, whole (calls only
-		// pointed at what was left of it, or at a larger copy): an idle
-		// stream holds no request.
+		// The queue is handed back the slice it gave, not calls (which
+		// points at what was left of it, or at a larger copy), and clears
+		// it whole: an idle stream holds no request.
 		var ok bool
-		taken, ok = st.q.TakeAll(taken[:cap(taken)])
+		taken, ok = st.q.TakeAll(taken)
 		if !ok {
 			return
 		}
@@ -433,10 +433,11 @@ func (s *Server) writeForwardAnswers(conn net.Conn, answers *batchq.Queue[forwar
 	var taken, as []forwardAnswer
 	var payload, frame []byte
 	for {
-		// As in forwardStream.run: the queue clears the whole slice it
-		// took last, so that an idle stream holds no answer.
+		// As in forwardStream.run: the queue is handed back the slice it
+		// gave, which it clears whole, so that an idle stream holds no
+		// answer.
 		var ok bool
-		taken, ok = answers.TakeAll(taken[:cap(taken)])
+		taken, ok = answers.TakeAll(taken)
 		if !ok {
 			return
 		}

@@ -70,9 +70,8 @@ type writer struct {
 	onCommit func(*Batch)
 	onFail   func(error)
 	done     chan struct{}
-	inflight chan flight    // the flights, in order, to the answerer
-	slots    chan struct{}  // one per flight on its way: MaxInFlight
-	spare    chan []pending // answered flights' slices, for the proposer to take again
+	inflight chan flight   // the flights, in order, to the answerer
+	slots    chan struct{} // one per flight on its way: MaxInFlight
 	// gen is the actor's current generation; bad the newest generation
 	// whose decisions the log refused or lost (0: none). The actor reads
 	// bad to know its core must be rebuilt. gen changes under mu (newGen),
@@ -97,8 +96,7 @@ func newWriter(q *commitQueue, log Log, maxInFlight int, onCommit func(*Batch), 
 		maxInFlight = DefaultMaxInFlight
 	}
 	w := &writer{q: q, log: log, onCommit: onCommit, onFail: onFail, done: make(chan struct{}),
-		inflight: make(chan flight, maxInFlight), slots: make(chan struct{}, maxInFlight),
-		spare: make(chan []pending, maxInFlight+1)}
+		inflight: make(chan flight, maxInFlight), slots: make(chan struct{}, maxInFlight)}
 	w.gen.Store(1)
 	return w
 }
@@ -134,16 +132,9 @@ func (w *writer) run() {
 	defer close(w.inflight)
 	for {
 		w.slots <- struct{}{} // freed by the answerer, or below
-		// A flight keeps its slice until it is answered; the queue takes
-		// an answered one again, so that a batch's slice is seldom grown.
-		// recycle cleared it: the queue is handed it empty, with nothing
-		// left to clear.
-		var done []pending
-		select {
-		case done = <-w.spare:
-		default:
-		}
-		items, ok := w.q.TakeAll(done[:0])
+		// A flight keeps its slice until it is answered; the answerer
+		// hands it back to the queue then.
+		items, ok := w.q.TakeAll(nil)
 		if !ok {
 			return
 		}
@@ -240,7 +231,11 @@ func (w *writer) answer() {
 			for _, it := range f.items {
 				it.reply(it.out)
 			}
-			w.recycle(f.items)
+			// The queue clears the slice whole (refused commands left out
+			// of the flight are past its length) and reuses it: an idle
+			// server holds none of its commands' requests and events (their
+			// values: a batch of large puts, many MiB).
+			w.q.Recycle(f.items)
 			continue
 		case errors.Is(err, ErrNotLeader) || errors.Is(err, ErrLost):
 		case f.err == nil: // the Log failed after taking the batch
@@ -253,21 +248,6 @@ func (w *writer) answer() {
 		for _, it := range f.items {
 			it.reply(Outcome{Err: err})
 		}
-		w.recycle(f.items)
-	}
-}
-
-// recycle hands an answered flight's slice back to the proposer, whole
-// (refused commands left out of the flight are past its length), if it has
-// room for it. It clears the slice first, not when the proposer takes it
-// again: a spare slice would otherwise hold its commands' requests and
-// events (their values: a batch of large puts, many MiB) for as long as
-// the server stays idle.
-func (w *writer) recycle(items []pending) {
-	items = items[:cap(items)]
-	clear(items)
-	select {
-	case w.spare <- items:
-	default:
+		w.q.Recycle(f.items)
 	}
 }

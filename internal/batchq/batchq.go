@@ -34,14 +34,11 @@ func (q *Queue[T]) Push(v T) {
 // TakeAll blocks until something is queued, then takes all of it, in the
 // order pushed. It returns false once the queue is closed and drained.
 // done is the slice the caller got from the previous call (or nil), handed
-// back for reuse; its items are cleared.
+// back for reuse as Recycle does.
 func (q *Queue[T]) TakeAll(done []T) ([]T, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if done != nil {
-		clear(done)
-		q.spare = done[:0]
-	}
+	q.recycle(done)
 	for len(q.items) == 0 && !q.closed {
 		q.cond.Wait()
 	}
@@ -52,6 +49,29 @@ func (q *Queue[T]) TakeAll(done []T) ([]T, bool) {
 	q.items = q.spare
 	q.spare = nil
 	return items, true
+}
+
+// Recycle hands back a slice that TakeAll returned, once the caller is
+// done with it, for the queue to reuse. It is cleared whole, up to its
+// capacity, whatever the caller did with its length (a consumer that
+// shortened it, or appended to it), so that nothing it held stays
+// reachable while the queue keeps it. The slice must start where TakeAll's
+// did: what a consumer resliced from the front cannot reach the items
+// before it. A queue keeps one such slice; another is left to the
+// collector.
+func (q *Queue[T]) Recycle(done []T) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.recycle(done)
+}
+
+func (q *Queue[T]) recycle(done []T) {
+	if done == nil || q.spare != nil {
+		return
+	}
+	done = done[:cap(done)]
+	clear(done)
+	q.spare = done[:0]
 }
 
 // Len is the number of items waiting.

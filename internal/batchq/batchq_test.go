@@ -64,3 +64,32 @@ func TestLenAndReuse(t *testing.T) {
 		t.Errorf("second batch %d items, Len %d", len(next), q.Len())
 	}
 }
+
+// TestHandedBackSliceClearedWhole: a slice handed back, to TakeAll or to
+// Recycle, is cleared up to its capacity, whatever length the consumer left
+// it with, and the queue fills it again (after the one it fills already).
+func TestHandedBackSliceClearedWhole(t *testing.T) {
+	q := New[*int]()
+	v := 1
+	for range 3 {
+		q.Push(&v)
+	}
+	items, _ := q.TakeAll(nil)
+	q.Push(&v)
+	next, _ := q.TakeAll(items[:1]) // shortened by the consumer
+	if full := items[:cap(items)]; slices.ContainsFunc(full, func(p *int) bool { return p != nil }) {
+		t.Error("TakeAll left items past the handed-back slice's length")
+	}
+	q.Recycle(next[:0]) // emptied by the consumer
+	if next[0] != nil {
+		t.Error("Recycle left an item of the slice it was handed")
+	}
+	q.Push(&v)
+	if filling, _ := q.TakeAll(nil); &filling[:1][0] != &items[:1][0] {
+		t.Error("the queue did not fill the slice TakeAll was handed")
+	}
+	q.Push(&v)
+	if again, _ := q.TakeAll(nil); len(again) != 1 || &again[:1][0] != &next[:1][0] {
+		t.Error("the queue did not fill the recycled slice next")
+	}
+}
