@@ -78,10 +78,11 @@ type Options struct {
 	// client to make room before the guard stops reading the connection
 	// and holds its calls (guard.go). Default DefaultStallAfter.
 	StallAfter time.Duration
-	// MaxExcessResets is how many more calls a client may reset than the
-	// server ended on a connection before the guard closes it (guard.go).
-	// Default DefaultMaxExcessResets.
-	MaxExcessResets int
+	// MaxOrphanCalls is how many calls of a connection may still run after
+	// their context ended (the client reset them, their deadline passed)
+	// before the guard starts no further call of that connection until
+	// some end (guard.go). Default DefaultMaxOrphanCalls.
+	MaxOrphanCalls int
 	// MaxUnsentBytes is how many bytes of unary answers may wait for a
 	// connection's writer before further answers wait to be encoded
 	// (guard.go). Default DefaultMaxUnsentBytes.
@@ -92,9 +93,9 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultStallAfter      = time.Millisecond
-	DefaultMaxExcessResets = 1000
-	DefaultMaxUnsentBytes  = 4 << 20
+	DefaultStallAfter     = time.Millisecond
+	DefaultMaxOrphanCalls = 32
+	DefaultMaxUnsentBytes = 4 << 20
 )
 
 // keepaliveParams reports the server keepalive parameters to apply, as
@@ -117,8 +118,8 @@ func New(srv *server.Server, opts Options) *grpc.Server {
 	if opts.StallAfter <= 0 {
 		opts.StallAfter = DefaultStallAfter
 	}
-	if opts.MaxExcessResets <= 0 {
-		opts.MaxExcessResets = DefaultMaxExcessResets
+	if opts.MaxOrphanCalls <= 0 {
+		opts.MaxOrphanCalls = DefaultMaxOrphanCalls
 	}
 	if opts.MaxUnsentBytes <= 0 {
 		opts.MaxUnsentBytes = DefaultMaxUnsentBytes

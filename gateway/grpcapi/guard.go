@@ -3,7 +3,6 @@ package grpcapi
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -49,25 +48,32 @@ import (
 // none waits for its writes before it reads.
 //
 // Rapid reset (CVE-2023-44487). A client that opens calls and resets them
-// at once makes grpc-go start a handler for each and keep its state until
-// it ends, far faster than handlers end: memory grows with the client's
-// rate. The guard counts, per connection, the streams the client resets
-// (RST_STREAM) and the calls the server ends (END_STREAM or RST_STREAM
-// written); a client that has reset more than MaxExcessResets calls
-// beyond those the server ended is cut off (its connection closed). A
-// client that cancels some of its calls, as clients do, resets far fewer
-// than it gets answered. The interceptors do not run a call reset before
-// it started, nor encode the answer of one reset while it ran.
-
-// errTooManyResets closes a connection whose client resets too many calls.
-var errTooManyResets = errors.New("grpcapi: connection closed: the client reset too many calls")
+// at once makes grpc-go start a handler for each, and a handler goes on
+// after its call is reset until it notices: the stream limit no longer
+// counts it, so with a client faster than the handlers their number, and
+// the memory they hold, grows without bound. The guard counts, per
+// connection, the calls still running whose context ended (reset by the
+// client, past their deadline, or their connection gone): orphans. While
+// a connection has MaxOrphanCalls of them, its reader starts no call
+// (tap) and so reads nothing more, until some end. The calls running are
+// kept in a set, and the reader counts the orphans among them only when
+// it must (see waitOrphans): no work on a call's path but adding it to
+// the set and taking it out. Clients end calls by
+// cancelling them all the time (clientv3's KeepAliveOnce cancels the
+// stream it opened for one renewal, a closed watcher its stream), and
+// such a call ends as soon as it notices; so the bound is on what runs at
+// once, never on how many calls a connection may cancel over its life
+// (an earlier count of the resets beyond the calls the server ended
+// closed the connections of etcd's own benchmark tool). The interceptors
+// do not run a call reset before it started, nor encode the answer of one
+// reset while it ran.
 
 // guard is the server's connection guard.
 type guard struct {
-	stallAfter      int64 // nanoseconds
-	maxExcessResets int64
-	maxUnsent       int64
-	nanotime        func() int64
+	stallAfter int64 // nanoseconds
+	maxOrphans int32
+	maxUnsent  int64
+	nanotime   func() int64
 }
 
 // pacing is the most the reader waits for a write before it starts a call
@@ -79,7 +85,7 @@ func newGuard(opts Options) *guard {
 	if now == nil {
 		now = time.Now
 	}
-	return &guard{stallAfter: int64(opts.StallAfter), maxExcessResets: int64(opts.MaxExcessResets),
+	return &guard{stallAfter: int64(opts.StallAfter), maxOrphans: int32(opts.MaxOrphanCalls),
 		maxUnsent: opts.MaxUnsentBytes, nanotime: func() int64 { return now().UnixNano() }}
 }
 
@@ -92,8 +98,16 @@ type connState struct {
 	mu   sync.Mutex
 	wake chan struct{} // closed when a write completes while some wait
 
-	// Counted by the reader and the writer.
-	resets, ended atomic.Int64
+	// live holds the contexts of the calls in the interceptors (running,
+	// or waiting there), under lmu.
+	lmu  sync.Mutex
+	live map[context.Context]struct{}
+	// resets counts the RST_STREAM frames of the client (the reader's).
+	resets atomic.Int64
+	// The reader's last count of orphans (waitOrphans), and the resets
+	// counted when it began.
+	orphans      int
+	orphanResets int64
 
 	// queued counts the bytes of the unary answers let through (reserve),
 	// sent the bytes of the DATA frames written: their difference is
@@ -131,7 +145,7 @@ type connAddr struct {
 }
 
 func (g *guard) wrap(c net.Conn) net.Conn {
-	st := &connState{open: map[uint32]struct{}{}}
+	st := &connState{open: map[uint32]struct{}{}, live: map[context.Context]struct{}{}}
 	gc := &guardConn{Conn: c, g: g, st: st, local: connAddr{Addr: c.LocalAddr(), st: st}}
 	gc.in = frameScanner{skip: len(clientPreface), onFrame: gc.clientFrame}
 	gc.out = frameScanner{onFrame: gc.serverFrame}
@@ -172,7 +186,6 @@ func (c *guardConn) serverFrame(typ, flags byte, length int, stream uint32) {
 		c.st.sent.Add(int64(length))
 	}
 	if typ == frameRSTStream || (typ == frameData || typ == frameHeaders) && flags&flagEndStream != 0 {
-		c.st.ended.Add(1)
 		c.st.closed(stream)
 	}
 }
@@ -203,10 +216,6 @@ func (c *guardConn) Read(p []byte) (int, error) {
 	c.st.waitWrites(c.g, nil)
 	n, err := c.Conn.Read(p)
 	c.in.scan(p[:n])
-	if c.st.resets.Load()-c.st.ended.Load() > c.g.maxExcessResets {
-		c.Conn.Close()
-		return n, errTooManyResets
-	}
 	return n, err
 }
 
@@ -313,6 +322,7 @@ func connStateOf(ctx context.Context) *connState {
 func (g *guard) tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
 	if st := connStateOf(ctx); st != nil {
 		st.waitWrites(g, nil)
+		st.waitOrphans(g)
 		// With answers waiting for the writer, the reader waits for a
 		// write (at most pacing) before it starts another call: it cannot
 		// wait longer, since what the writer waits for may be a
@@ -352,8 +362,8 @@ func (g *guard) admit(ctx context.Context, st *connState) error {
 func (g *guard) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	st := connStateOf(ctx)
 	if st != nil {
-		st.calls.Add(1)
-		defer st.calls.Add(-1)
+		st.running(ctx)
+		defer st.ended(ctx)
 	}
 	if err := g.admit(ctx, st); err != nil {
 		return nil, err
@@ -477,11 +487,68 @@ func (st *connState) waitSent(done <-chan struct{}) error {
 func (g *guard) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	st := connStateOf(ss.Context())
 	if st != nil {
-		st.calls.Add(1)
-		defer st.calls.Add(-1)
+		st.running(ss.Context())
+		defer st.ended(ss.Context())
 	}
 	if err := g.admit(ss.Context(), st); err != nil {
 		return err
 	}
 	return handler(srv, ss)
+}
+
+// running counts the call of ctx as running in the interceptors, until
+// ended.
+func (st *connState) running(ctx context.Context) {
+	st.calls.Add(1)
+	st.lmu.Lock()
+	st.live[ctx] = struct{}{}
+	st.lmu.Unlock()
+}
+
+// ended counts the call of ctx as no longer running.
+func (st *connState) ended(ctx context.Context) {
+	st.calls.Add(-1)
+	st.lmu.Lock()
+	delete(st.live, ctx)
+	st.lmu.Unlock()
+	if st.waiting.Load() > 0 {
+		st.signal()
+	}
+}
+
+// waitOrphans waits, on the connection's reader, while the connection has
+// g.maxOrphans orphan calls running: calls whose context ended. It counts
+// them only when they may be that many: with as many calls running, and a
+// stream reset since its last count found fewer (an orphan is a call the
+// client reset; one past its deadline keeps its stream open, counted by
+// the stream limit, until it ends).
+func (st *connState) waitOrphans(g *guard) {
+	limit := int(g.maxOrphans)
+	if int(st.calls.Load()) < limit || st.resets.Load() == st.orphanResets && st.orphans < limit {
+		return
+	}
+	st.waiting.Add(1)
+	defer st.waiting.Add(-1)
+	for {
+		wake := st.wakeChan()
+		st.orphanResets = st.resets.Load()
+		st.orphans = st.countOrphans()
+		if st.orphans < limit {
+			return
+		}
+		<-wake
+	}
+}
+
+// countOrphans counts the calls running whose context ended.
+func (st *connState) countOrphans() int {
+	st.lmu.Lock()
+	defer st.lmu.Unlock()
+	n := 0
+	for ctx := range st.live {
+		if ctx.Err() != nil {
+			n++
+		}
+	}
+	return n
 }

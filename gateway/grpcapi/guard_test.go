@@ -6,9 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,67 +43,141 @@ func serveGuarded(t *testing.T, opts Options) (addr string, srv *server.Server) 
 	return ln.Addr().String(), srv
 }
 
-// TestRapidResetCutsTheConnection: a client that opens calls and resets
-// each at once is cut off once it has reset MaxExcessResets more calls than
-// the server ended; a client that resets a few of its calls is not.
-func TestRapidResetCutsTheConnection(t *testing.T) {
-	addr, srv := serveGuarded(t, Options{MaxExcessResets: 50})
+// TestRapidResetBoundsOrphans: a client that opens calls and resets each
+// at once, on a server whose handlers go on long after the reset, has at
+// most about MaxOrphanCalls of them running: its connection's reader
+// then starts no call and reads nothing (a PING gets no answer) until
+// some end, and then goes on.
+func TestRapidResetBoundsOrphans(t *testing.T) {
+	const maxOrphans, calls = 16, 2000
+	g := newGuard(Options{StallAfter: DefaultStallAfter, MaxOrphanCalls: maxOrphans, MaxUnsentBytes: DefaultMaxUnsentBytes})
+	var running, started atomic.Int32
+	release := make(chan struct{})
+	slow := func(any, grpc.ServerStream) error {
+		started.Add(1)
+		running.Add(1)
+		defer running.Add(-1)
+		<-release // the call's reset goes unnoticed until then
+		return nil
+	}
+	gs := grpc.NewServer(grpc.Creds(tlsPeer{guard: g}), grpc.InTapHandle(g.tap),
+		grpc.StreamInterceptor(g.stream), grpc.UnknownServiceHandler(slow))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(ln) //nolint:errcheck // ends with Stop
+	defer gs.Stop()
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+
+	c, err := h2raw.DialConn(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ended := c.Discard()
+	// The client opens calls a batch at a time and resets each batch once
+	// its handlers run (a reset that comes first ends a call before it
+	// starts, and costs the server little), until the server starts no
+	// more.
+	const batch = 8
+	for first := uint32(1); int(started.Load()) < calls; first += 2 * batch {
+		before := started.Load()
+		for id := first; id < first+2*batch; id += 2 {
+			if err := c.Open(id, "/x.Y/Slow"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		deadline := time.Now().Add(200 * time.Millisecond)
+		for started.Load() < before+batch && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		for id := first; id < first+2*batch; id += 2 {
+			if err := c.Reset(id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if started.Load() < before+batch {
+			break // the server stopped starting calls
+		}
+	}
+	if err := c.Ping(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the count of running handlers stays put.
+	last, still := int32(-1), 0
+	for still < 20 {
+		time.Sleep(10 * time.Millisecond)
+		if n := running.Load(); n == last {
+			still++
+		} else {
+			last, still = n, 0
+		}
+	}
+	// Each batch's handlers had started before their resets: up to a
+	// batch more than the bound.
+	if last < maxOrphans || last > maxOrphans+batch {
+		t.Fatalf("%d reset calls running at once, want %d to %d (the bound, and the client's last batch)", last, maxOrphans, maxOrphans+batch)
+	}
+	select {
+	case <-c.Pong():
+		t.Fatal("the server read on with the bound reached")
+	case err := <-ended:
+		t.Fatalf("the connection ended: %v", err)
+	default:
+	}
+
+	close(release)
+	released = true
+	select {
+	case <-c.Pong(): // every frame before the PING was read
+	case err := <-ended:
+		t.Fatalf("the connection ended: %v", err)
+	case <-time.After(30 * time.Second): // a liveness bound, not a speed
+		t.Fatalf("the reader did not go on once the orphans ended (%d calls started)", started.Load())
+	}
+}
+
+// TestCancellingClientKeepsItsConnection: a client that cancels every one
+// of its calls once it started, 10,000 of them one after another (as
+// clientv3's KeepAliveOnce cancels its stream after one renewal), keeps
+// its connection: cancelling is bounded in what runs at once, not in how
+// often.
+func TestCancellingClientKeepsItsConnection(t *testing.T) {
+	addr, srv := serveGuarded(t, Options{MaxOrphanCalls: 4})
 	if _, err := srv.Put(context.Background(), &pb.PutRequest{Key: []byte("k"), Value: []byte("v")}); err != nil {
 		t.Fatal(err)
 	}
 	req := &pb.RangeRequest{Key: []byte("k")}
-
 	c, err := h2raw.DialConn(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	ended := c.Discard()
-	var werr error
-	for id := uint32(1); id < 2*10000 && werr == nil; id += 2 {
-		if werr = c.Call(id, methodRange, req); werr == nil {
-			werr = c.Reset(id)
-		}
-	}
-	select {
-	case err := <-ended:
-		if !errors.Is(err, io.EOF) && !isReset(err) {
-			t.Fatalf("the connection ended with %v", err)
-		}
-	case <-time.After(30 * time.Second): // a liveness bound, not a speed
-		t.Fatal("a client resetting 10,000 calls was not cut off")
-	}
-
-	// A client that resets one call in ten after its answer came (as a
-	// client does that cancels late) keeps its connection: 100 resets, far
-	// fewer than the 1000 calls answered.
-	c2, err := h2raw.DialConn(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
-	ended = c2.Discard()
-	for i := range 1000 {
+	for i := range 10000 {
 		id := uint32(2*i + 1)
-		if err := c2.Call(id, methodRange, req); err != nil {
-			t.Fatal(err)
+		if err := c.Call(id, methodRange, req); err != nil {
+			t.Fatalf("call %d: %v", i, err)
 		}
-		if !c2.WaitEnded(i+1, 30*time.Second) {
-			t.Fatalf("call %d not answered", i)
-		}
-		if i%10 == 0 {
-			if err := c2.Reset(id); err != nil {
-				t.Fatal(err)
-			}
+		if err := c.Reset(id); err != nil {
+			t.Fatalf("reset %d: %v", i, err)
 		}
 	}
-	if err := c2.Ping(); err != nil {
+	if err := c.Ping(); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case err := <-ended:
-		t.Fatalf("a client resetting one call in ten was cut off: %v", err)
-	case <-c2.Pong():
+		t.Fatalf("a client cancelling its calls was cut off: %v", err)
+	case <-c.Pong():
+	case <-time.After(30 * time.Second): // a liveness bound, not a speed
+		t.Fatal("no answer to a PING after the calls")
 	}
 }
 
