@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net"
+	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,5 +80,52 @@ func TestCancelledCallsKeepTheConnection(t *testing.T) {
 	}
 	if n := dials.Load(); n != 1 {
 		t.Fatalf("the client dialled %d times: the server closed its connection %d times", n, n-1)
+	}
+}
+
+// TestGatewayCancelledWatchesKeepOthers: the JSON gateway reaches the gRPC
+// API over one connection inside the server, so an HTTP client that
+// watches and goes away cancels a call on it. After 1,200 such watches a
+// watch that stayed open still gets its event, as on etcd 3.7.3.
+func TestGatewayCancelledWatchesKeepOthers(t *testing.T) {
+	p := testutil.Start(t, testutil.TargetKind(t, TargetEnv), testutil.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	watch := func(ctx context.Context, key string) (*bufio.Scanner, func()) {
+		body := fmt.Sprintf(`{"create_request":{"key":%q}}`, base64.StdEncoding.EncodeToString([]byte(key)))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.ClientURL+"/v3/watch", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("watch %s: %v", key, err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		if !sc.Scan() || !strings.Contains(sc.Text(), `"created":true`) {
+			resp.Body.Close()
+			t.Fatalf("watch %s: no created response: %q %v", key, sc.Text(), sc.Err())
+		}
+		return sc, func() { resp.Body.Close() }
+	}
+	kept, closeKept := watch(ctx, "kept")
+	defer closeKept()
+	for i := range 1200 {
+		wctx, wcancel := context.WithCancel(ctx)
+		_, done := watch(wctx, fmt.Sprintf("gone%d", i))
+		wcancel()
+		done()
+	}
+	put, err := http.Post(p.ClientURL+"/v3/kv/put", "application/json",
+		strings.NewReader(`{"key":"`+base64.StdEncoding.EncodeToString([]byte("kept"))+`","value":"dg=="}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	put.Body.Close()
+	if !kept.Scan() {
+		t.Fatalf("the watch kept open ended without its event: %v", kept.Err())
+	}
+	if line := kept.Text(); !strings.Contains(line, `"events"`) {
+		t.Fatalf("the watch kept open got %s, want its event", line)
 	}
 }
