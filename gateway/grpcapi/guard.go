@@ -98,8 +98,8 @@ type connState struct {
 	mu   sync.Mutex
 	wake chan struct{} // closed when a write completes while some wait
 
-	// live holds the contexts of the calls in the interceptors (running,
-	// or waiting there), under lmu.
+	// live holds the contexts of the calls inside the interceptors
+	// (running, or waiting there), under lmu.
 	lmu  sync.Mutex
 	live map[context.Context]struct{}
 	// resets counts the RST_STREAM frames of the client (the reader's).
@@ -116,11 +116,8 @@ type connState struct {
 	// lastAnswer is the size of the last unary answer reserved: what a
 	// call reserves before it runs.
 	lastAnswer atomic.Int64
-	// calls counts the calls inside the interceptors (running, or
-	// waiting there); open holds the streams the client opened that the
-	// server has not ended, nor either side reset, on the wire (see
-	// drained).
-	calls     atomic.Int32
+	// open holds the streams the client opened that the server has not
+	// ended, nor either side reset, on the wire (see drained).
 	smu       sync.Mutex
 	open      map[uint32]struct{}
 	maxStream uint32 // the highest stream the client opened
@@ -204,7 +201,7 @@ func (st *connState) drained() bool {
 	st.smu.Lock()
 	n := len(st.open)
 	st.smu.Unlock()
-	return n <= int(st.calls.Load())
+	return n <= st.calls()
 }
 
 func (c *guardConn) LocalAddr() net.Addr { return c.local }
@@ -485,12 +482,13 @@ func (st *connState) waitSent(done <-chan struct{}) error {
 }
 
 func (g *guard) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	st := connStateOf(ss.Context())
+	ctx := ss.Context()
+	st := connStateOf(ctx)
 	if st != nil {
-		st.running(ss.Context())
-		defer st.ended(ss.Context())
+		st.running(ctx)
+		defer st.ended(ctx)
 	}
-	if err := g.admit(ss.Context(), st); err != nil {
+	if err := g.admit(ctx, st); err != nil {
 		return err
 	}
 	return handler(srv, ss)
@@ -499,7 +497,6 @@ func (g *guard) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, 
 // running counts the call of ctx as running in the interceptors, until
 // ended.
 func (st *connState) running(ctx context.Context) {
-	st.calls.Add(1)
 	st.lmu.Lock()
 	st.live[ctx] = struct{}{}
 	st.lmu.Unlock()
@@ -507,7 +504,6 @@ func (st *connState) running(ctx context.Context) {
 
 // ended counts the call of ctx as no longer running.
 func (st *connState) ended(ctx context.Context) {
-	st.calls.Add(-1)
 	st.lmu.Lock()
 	delete(st.live, ctx)
 	st.lmu.Unlock()
@@ -524,7 +520,7 @@ func (st *connState) ended(ctx context.Context) {
 // the stream limit, until it ends).
 func (st *connState) waitOrphans(g *guard) {
 	limit := int(g.maxOrphans)
-	if int(st.calls.Load()) < limit || st.resets.Load() == st.orphanResets && st.orphans < limit {
+	if st.calls() < limit || st.resets.Load() == st.orphanResets && st.orphans < limit {
 		return
 	}
 	st.waiting.Add(1)
@@ -538,6 +534,13 @@ func (st *connState) waitOrphans(g *guard) {
 		}
 		<-wake
 	}
+}
+
+// calls is the number of calls inside the interceptors.
+func (st *connState) calls() int {
+	st.lmu.Lock()
+	defer st.lmu.Unlock()
+	return len(st.live)
 }
 
 // countOrphans counts the calls running whose context ended.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,12 +69,8 @@ func TestRapidResetBoundsOrphans(t *testing.T) {
 	}
 	go gs.Serve(ln) //nolint:errcheck // ends with Stop
 	defer gs.Stop()
-	released := false
-	defer func() {
-		if !released {
-			close(release)
-		}
-	}()
+	releaseAll := sync.OnceFunc(func() { close(release) })
+	defer releaseAll()
 
 	c, err := h2raw.DialConn(ln.Addr().String())
 	if err != nil {
@@ -135,8 +132,7 @@ func TestRapidResetBoundsOrphans(t *testing.T) {
 	default:
 	}
 
-	close(release)
-	released = true
+	releaseAll()
 	select {
 	case <-c.Pong(): // every frame before the PING was read
 	case err := <-ended:
